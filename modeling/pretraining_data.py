@@ -403,17 +403,19 @@ def _run(tasks, fn, num_proc, initializer, initargs, desc, progress):
         disable=not progress,
     )
     results = []
-    if num_proc <= 1 or len(tasks) <= 1:
-        initializer(*initargs)
-        for t in tasks:
-            results.append(fn(t))
-            bar.update()
-    else:
-        with _pool(min(num_proc, len(tasks)), initializer, initargs) as pool:
-            for r in pool.imap(fn, tasks):
-                results.append(r)
+    try:
+        if num_proc <= 1 or len(tasks) <= 1:
+            initializer(*initargs)
+            for t in tasks:
+                results.append(fn(t))
                 bar.update()
-    bar.close()
+        else:
+            with _pool(min(num_proc, len(tasks)), initializer, initargs) as pool:
+                for r in pool.imap(fn, tasks):
+                    results.append(r)
+                    bar.update()
+    finally:
+        bar.close()
     return results
 
 
