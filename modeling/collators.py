@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import Any
 
+import numpy as np
 import torch
 
 __all__ = [
@@ -141,6 +142,7 @@ class MaskingCollator:
         special = torch.zeros(size, dtype=torch.bool)
         special[list({int(i) for i in tokenizer.all_special_ids})] = True
         self._special_lookup = special
+        self._special_np = special.numpy()
         ordinary = [i for t, i in vocab.items() if not special[i] and not _UNUSED_TOKEN.match(t)]
         if not ordinary:
             raise ValueError("the tokenizer vocabulary has no ordinary tokens to sample from")
@@ -169,9 +171,11 @@ class MaskingCollator:
     def _pad_field(
         self, rows: Sequence[Sequence[int]], valid: torch.Tensor, value: int
     ) -> torch.Tensor:
-        out = torch.full(valid.shape, value, dtype=torch.long)
-        out[valid] = torch.tensor(list(chain.from_iterable(rows)), dtype=torch.long)
-        return out
+        # numpy: torch's parallel index_put is slow on small batches when cores are busy
+        mask = valid.numpy()
+        out = np.full(mask.shape, value, dtype=np.int64)
+        out[mask] = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(mask.sum()))
+        return torch.from_numpy(out)
 
     def pad(
         self, examples: Sequence[dict[str, Any]]
@@ -182,7 +186,7 @@ class MaskingCollator:
         ids = [e["input_ids"] for e in examples]
         lengths = torch.tensor([len(x) for x in ids], dtype=torch.long)
         width = self._padded_length(int(lengths.max()))
-        valid = torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)
+        valid = torch.from_numpy(np.arange(width)[None, :] < lengths.numpy()[:, None])
         batch = {"input_ids": self._pad_field(ids, valid, self.pad_token_id)}
         first = examples[0]
         if "token_type_ids" in first:
@@ -204,7 +208,7 @@ class MaskingCollator:
         self, examples: Sequence[dict[str, Any]], input_ids: torch.Tensor, valid: torch.Tensor
     ) -> torch.Tensor:
         """Positions that may be selected: real, non-special tokens."""
-        cand = valid & ~self._special_lookup[input_ids]
+        cand = valid & ~torch.from_numpy(self._special_np[input_ids.numpy()])
         if "special_tokens_mask" in examples[0]:
             cand &= ~self._pad_field([e["special_tokens_mask"] for e in examples], valid, 1).bool()
         return cand
@@ -228,8 +232,18 @@ class MaskingCollator:
         own, i.e. the running token count when units are taken in random (score) order.
         """
         scores = scores.masked_fill(~candidates, 2.0)
-        sorted_scores, _ = scores.sort(dim=1)
-        count_le = torch.searchsorted(sorted_scores, scores, right=True)
+        s = scores.numpy()
+        order = np.argsort(s, axis=1, kind="stable")
+        ss = np.take_along_axis(s, order, axis=1)
+        width = s.shape[1]
+        is_end = np.ones(s.shape, dtype=bool)
+        is_end[:, :-1] = ss[:, 1:] != ss[:, :-1]
+        end = np.where(is_end, np.arange(1, width + 1)[None, :], width + 1)
+        count_sorted = np.minimum.accumulate(end[:, ::-1], axis=1)[:, ::-1]
+        count = np.empty_like(count_sorted)
+        np.put_along_axis(count, order, count_sorted, axis=1)
+        count_le = torch.from_numpy(count)
+        sorted_scores = torch.from_numpy(np.ascontiguousarray(ss[:, :1]))
         n_cand = candidates.sum(dim=1, keepdim=True)
         if self.selection == "bernoulli":
             selected = scores < self.mlm_probability
@@ -239,7 +253,7 @@ class MaskingCollator:
         if self.max_predictions_per_seq is not None:
             selected &= count_le <= self.max_predictions_per_seq
         # At least one unit per non-empty sequence: the unit with the lowest score.
-        selected |= scores == sorted_scores[:, :1]
+        selected |= scores == sorted_scores
         return selected & candidates
 
     # ---------------------------------------------------------------- replacement
@@ -254,20 +268,20 @@ class MaskingCollator:
         when ``units`` gives, for each position, the index of its unit's first position)."""
         draw = torch.rand(input_ids.shape, generator=generator)
         if units is not None:
-            draw = draw.gather(1, units)
-        out = input_ids.clone()
+            draw = torch.from_numpy(np.take_along_axis(draw.numpy(), units.numpy(), axis=1))
         to_mask = selected & (draw < self.mask_replace_prob)
         to_random = (
             selected
             & (draw >= self.mask_replace_prob)
             & (draw < self.mask_replace_prob + self.random_replace_prob)
         )
+        out = input_ids
         if self.mask_token_id is not None:
-            out[to_mask] = self.mask_token_id
-        n_random = int(to_random.sum())
-        if n_random:
-            pick = torch.randint(len(self._random_pool), (n_random,), generator=generator)
-            out[to_random] = self._random_pool[pick]
+            out = torch.where(to_mask, self.mask_token_id, out)
+        if self.random_replace_prob > 0:
+            pick = torch.randint(len(self._random_pool), input_ids.shape, generator=generator)
+            replacement = torch.from_numpy(self._random_pool.numpy()[pick.numpy()])
+            out = torch.where(to_random, replacement, out)
         return out
 
     def __call__(self, examples: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
@@ -336,7 +350,7 @@ class _WordBoundaries:
                     prev_end = end
                 rows.append(starts)
             return self._pad_field(rows, valid, 1).bool()
-        return ~self._continuation[input_ids]
+        return ~torch.from_numpy(self._continuation.numpy()[input_ids.numpy()])
 
 
 class WholeWordMaskingCollator(_WordBoundaries, MaskingCollator):
@@ -354,10 +368,10 @@ class WholeWordMaskingCollator(_WordBoundaries, MaskingCollator):
 
     def select(self, examples, input_ids, candidates, valid, generator):
         starts = self.word_starts(examples, input_ids, valid) | ~candidates
-        positions = torch.arange(input_ids.shape[1]).expand_as(input_ids)
-        word_first = torch.where(starts, positions, 0).cummax(dim=1).values
-        scores = torch.rand(input_ids.shape, generator=generator, dtype=torch.float64)
-        scores = scores.gather(1, word_first)
+        positions = np.arange(input_ids.shape[1])[None, :]
+        word_first = np.maximum.accumulate(np.where(starts.numpy(), positions, 0), axis=1)
+        scores = torch.rand(input_ids.shape, generator=generator, dtype=torch.float64).numpy()
+        scores = torch.from_numpy(np.take_along_axis(scores, word_first, axis=1))
         return self._select_units(scores, candidates), None
 
 
