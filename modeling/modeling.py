@@ -189,9 +189,14 @@ class BertSelfAttention(nn.Module):
 
     def forward(self, hidden_states, mask, padding: Padding | None, output_attentions=False):
         # hidden_states: (batch, seq, hidden), or (tokens, hidden) when `padding` is given.
-        q, k, v = self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
+        # One GEMM for the three projections (the parameters stay three modules, as in
+        # transformers, so that state dicts match).
+        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
+        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
+        qkv = F.linear(hidden_states, weight, bias)
         if padding is not None:
-            q, k, v = padding.pad(torch.cat([q, k, v], dim=-1)).chunk(3, dim=-1)
+            qkv = padding.pad(qkv)
+        q, k, v = qkv.chunk(3, dim=-1)
         batch, seq = q.shape[0], q.shape[1]
         q, k, v = (
             t.view(batch, seq, self.num_heads, self.head_size).transpose(1, 2) for t in (q, k, v)
