@@ -178,6 +178,7 @@ def test_conlleval_ill_formed_i_opens_a_chunk():
     assert conlleval([["O"]], [["O"]])["f1"] == 0.0  # no entities: 0, as the script prints
 
 
+@pytest.mark.slow
 def test_conlleval_matches_seqeval_on_random_sequences():
     from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 
@@ -345,6 +346,7 @@ def tiny_model(tmp_path_factory, tokenizer):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("context", [False, True])
 def test_run_ner_end_to_end_on_fixture(shared_data, tiny_model, tmp_path, context):
     main = load_script("run_ner").main
