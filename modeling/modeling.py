@@ -187,19 +187,34 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
-    def forward(self, hidden_states, mask, padding: Padding | None, output_attentions=False):
-        # hidden_states: (batch, seq, hidden), or (tokens, hidden) when `padding` is given.
-        # One GEMM for the three projections (the parameters stay three modules, as in
-        # transformers, so that state dicts match).
-        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
-        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
-        qkv = F.linear(hidden_states, weight, bias)
-        if padding is not None:
-            qkv = padding.pad(qkv)
-        q, k, v = qkv.chunk(3, dim=-1)
-        batch, seq = q.shape[0], q.shape[1]
+    def forward(
+        self, hidden_states, mask, padding: Padding | None, output_attentions=False, query_rows=None
+    ):
+        """Self-attention over (batch, seq, hidden), or (tokens, hidden) when ``padding`` is given.
+
+        With ``query_rows`` (row indices into the flattened hidden states, one per sequence),
+        only those rows attend (to every key) and the output is (batch, 1, hidden).
+        """
+        hidden = self.query.in_features
+        if query_rows is None:
+            # One GEMM for the three projections (the parameters stay three modules, as in
+            # transformers, so that state dicts match).
+            weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
+            bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
+            qkv = F.linear(hidden_states, weight, bias)
+            if padding is not None:
+                qkv = padding.pad(qkv)
+            q, k, v = qkv.chunk(3, dim=-1)
+        else:
+            q = self.query(hidden_states.reshape(-1, hidden)[query_rows])[:, None]
+            weight = torch.cat([self.key.weight, self.value.weight])
+            kv = F.linear(hidden_states, weight, torch.cat([self.key.bias, self.value.bias]))
+            if padding is not None:
+                kv = padding.pad(kv)
+            k, v = kv.chunk(2, dim=-1)
+        batch = k.shape[0]
         q, k, v = (
-            t.view(batch, seq, self.num_heads, self.head_size).transpose(1, 2) for t in (q, k, v)
+            t.reshape(batch, -1, self.num_heads, self.head_size).transpose(1, 2) for t in (q, k, v)
         )
         dropout = self.dropout.p if self.training else 0.0
         probs = None
@@ -211,8 +226,8 @@ class BertSelfAttention(nn.Module):
             context = torch.matmul(self.dropout(probs), v)
         else:
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
-        context = context.transpose(1, 2).reshape(batch, seq, -1)
-        if padding is not None:
+        context = context.transpose(1, 2).reshape(batch, q.shape[2], hidden)
+        if padding is not None and query_rows is None:
             context = padding.unpad(context)
         return context, (probs if output_attentions else None)
 
@@ -234,8 +249,10 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, hidden_states, mask, padding, output_attentions=False):
-        context, probs = self.self(hidden_states, mask, padding, output_attentions)
+    def forward(self, hidden_states, mask, padding, output_attentions=False, query_rows=None):
+        context, probs = self.self(hidden_states, mask, padding, output_attentions, query_rows)
+        if query_rows is not None:
+            hidden_states = hidden_states.reshape(-1, hidden_states.shape[-1])[query_rows][:, None]
         return self.output(context, hidden_states), probs
 
 
@@ -269,8 +286,10 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, hidden_states, mask, padding=None, output_attentions=False):
-        attention_output, probs = self.attention(hidden_states, mask, padding, output_attentions)
+    def forward(self, hidden_states, mask, padding=None, output_attentions=False, query_rows=None):
+        attention_output, probs = self.attention(
+            hidden_states, mask, padding, output_attentions, query_rows
+        )
         layer_output = self.output(self.intermediate(attention_output), attention_output)
         return layer_output, probs
 
@@ -282,17 +301,27 @@ class BertEncoder(nn.Module):
         self.gradient_checkpointing = False
 
     def forward(
-        self, hidden_states, mask, padding=None, output_hidden_states=False, output_attentions=False
+        self,
+        hidden_states,
+        mask,
+        padding=None,
+        output_hidden_states=False,
+        output_attentions=False,
+        last_layer_rows=None,
     ):
+        """Run the layers; with ``last_layer_rows`` the last layer computes only those rows (one
+        per sequence, e.g. [CLS]) and returns (batch, 1, hidden)."""
         all_hidden = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
-        for layer in self.layer:
+        last = len(self.layer) - 1
+        for i, layer in enumerate(self.layer):
+            rows = last_layer_rows if i == last else None
             if self.gradient_checkpointing and self.training:
                 hidden_states, probs = self._gradient_checkpointing_func(
-                    layer.__call__, hidden_states, mask, padding, output_attentions
+                    layer.__call__, hidden_states, mask, padding, output_attentions, rows
                 )
             else:
-                hidden_states, probs = layer(hidden_states, mask, padding, output_attentions)
+                hidden_states, probs = layer(hidden_states, mask, padding, output_attentions, rows)
             if output_hidden_states:
                 all_hidden.append(hidden_states)
             if output_attentions:
@@ -437,7 +466,11 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states=None,
         output_attentions=None,
         return_dict=None,
+        cls_only=False,
     ):
+        """With ``cls_only`` (used by the pooled-output heads) the last layer is computed at the
+        [CLS] position only: ``pooler_output`` is unchanged, ``last_hidden_state`` is then
+        (batch, 1, hidden). Ignored when hidden states or attentions are requested."""
         _check_inputs(
             self.config, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds
         )
@@ -466,10 +499,18 @@ class BertModel(BertPreTrainedModel):
 
         hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         mask = _additive_mask(attention_mask, hidden.dtype)
+        cls_rows = None
+        if cls_only and not output_hidden_states and not output_attentions:
+            if padding is None:
+                cls_rows = torch.arange(batch, device=device) * seq
+            elif bool(attention_mask[:, 0].all()):  # [CLS] is real: right padding
+                cls_rows = torch.searchsorted(
+                    padding.indices, torch.arange(batch, device=device) * seq
+                )
         sequence_output, all_hidden, all_attentions = self.encoder(
-            hidden, mask, padding, bool(output_hidden_states), bool(output_attentions)
+            hidden, mask, padding, bool(output_hidden_states), bool(output_attentions), cls_rows
         )
-        if padding is not None:
+        if padding is not None and cls_rows is None:
             sequence_output = padding.pad(sequence_output)
             if all_hidden is not None:
                 all_hidden = [padding.pad(h) for h in all_hidden]
@@ -675,6 +716,7 @@ class BertForSequenceClassification(BertPreTrainedModel):
             inputs_embeds,
             output_hidden_states=output_hidden_states,
             output_attentions=output_attentions,
+            cls_only=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = None
@@ -744,6 +786,7 @@ class BertForMultipleChoice(BertPreTrainedModel):
             flat(inputs_embeds),
             output_hidden_states=output_hidden_states,
             output_attentions=output_attentions,
+            cls_only=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
         loss = F.cross_entropy(_upcast(logits), labels.view(-1)) if labels is not None else None

@@ -360,3 +360,26 @@ def test_remote_code_folder_loads_without_this_package(real_pretraining_pair, tm
 def test_package_exports():
     for name in modeling.__all__:
         assert hasattr(modeling, name)
+
+
+@pytest.mark.parametrize("unpad", [False, True])
+def test_cls_only_last_layer_keeps_pooled_output_and_gradients(minilm_path, unpad):
+    """Classification heads compute the last layer at [CLS] only: same logits, same gradients."""
+    ids, mask, types = padded_pair_batch()
+    model = BertForSequenceClassification.from_pretrained(
+        minilm_path, num_labels=3, unpad_inputs=unpad
+    )
+    model = model.double().eval()
+    labels = torch.tensor([0, 2, 1])
+    full = model.bert(ids, attention_mask=mask, token_type_ids=types).pooler_output
+    cls = model.bert(ids, attention_mask=mask, token_type_ids=types, cls_only=True)
+    assert cls.last_hidden_state.shape == (3, 1, 384)
+    assert (cls.pooler_output - full).abs().max() <= 1e-10
+    out = model(ids, attention_mask=mask, token_type_ids=types, labels=labels)
+    out.loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    logits = model.classifier(model.dropout(full))
+    torch.nn.functional.cross_entropy(logits, labels).backward()
+    for name, param in model.named_parameters():
+        assert torch.allclose(grads[name], param.grad, atol=1e-10), name
