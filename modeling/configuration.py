@@ -79,3 +79,11 @@ class BertConfig(PretrainedConfig):
         self.unpad_inputs = unpad_inputs
         self.sparse_prediction_head = sparse_prediction_head
         self.check_inputs = check_inputs
+
+    @classmethod
+    def get_config_dict(cls, pretrained_model_name_or_path, **kwargs):
+        """Stock BERT configs (``model_type: bert``) are read as ours: same fields, same math."""
+        config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        if config_dict.get("model_type") == "bert":
+            config_dict = {**config_dict, "model_type": cls.model_type}
+        return config_dict, kwargs
