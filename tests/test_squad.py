@@ -1,0 +1,430 @@
+"""SQuAD recipe: windows and max-context marks, answer offsets, official metrics, tau, outputs."""
+
+import json
+
+import numpy as np
+import pytest
+
+from recipes import squad_metrics as sm
+from recipes.squad import (
+    SquadExample,
+    SquadFormatError,
+    convert_examples_to_features,
+    doc_spans,
+    is_max_context,
+    load_squad_file,
+    max_context_marks,
+    postprocess,
+    read_examples,
+    split_file_spec,
+)
+
+# -- windows and the max-context rule -----------------------------------------------------------
+
+
+def test_doc_spans_follow_googles_loop():
+    # starts doc_stride apart; the last window ends at the last token
+    assert doc_spans(12, 5, 3) == [(0, 5), (3, 5), (6, 5), (9, 3)]
+    assert doc_spans(5, 5, 3) == [(0, 5)]
+    assert doc_spans(6, 5, 3) == [(0, 5), (3, 3)]
+    # doc_stride larger than a window: windows do not overlap (step = window length)
+    assert doc_spans(10, 4, 6) == [(0, 4), (4, 4), (8, 2)]
+    assert doc_spans(0, 5, 3) == []
+
+
+def test_max_context_on_googles_docstring_example():
+    # "the man went to the store and bought a gallon of milk"
+    # A: the man went to the / B: to the store and bought / C: and bought a gallon of
+    spans = [(0, 5), (3, 5), (6, 5)]
+    bought = 7  # B: left 4, right 0 -> 0.05; C: left 1, right 3 -> 1.05
+    assert [is_max_context(spans, k, bought) for k in range(3)] == [False, False, True]
+    to = 3  # A: left 3, right 1 -> 1.05; B: left 0 -> 0.05
+    assert [is_max_context(spans, k, to) for k in range(3)] == [True, False, False]
+
+
+def test_max_context_ties_and_length_term():
+    # equal scores: the first window wins (strict >)
+    spans = [(0, 5), (2, 5)]
+    assert is_max_context(spans, 0, 3) and not is_max_context(spans, 1, 3)
+    # equal min(left, right): the longer window wins through 0.01 * length
+    spans = [(0, 5), (0, 6)]
+    assert is_max_context(spans, 1, 2) and not is_max_context(spans, 0, 2)
+    # every token has exactly one max-context window
+    spans = doc_spans(50, 12, 5)
+    marks = max_context_marks(spans)
+    owner = np.zeros(50, dtype=int)
+    for (start, length), m in zip(spans, marks):
+        owner[start : start + length] += m
+    assert (owner == 1).all()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(minilm_path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(minilm_path)
+    assert len(tok) == 30522
+    return tok
+
+
+def _doc_token_ids(feature):
+    off = feature["offsets"]
+    return [t for t, o in zip(feature["input_ids"], off) if o[0] >= 0]
+
+
+def test_tokenizer_windows_equal_googles_windows(tokenizer):
+    context = " ".join(f"word{i} is-{i % 7}" for i in range(60))
+    question = "what is the value of the word number seventeen here?"
+    ex = SquadExample("q1", question, context, [], False)
+    max_seq, stride, max_q = 40, 9, 20
+    feats = convert_examples_to_features([ex], tokenizer, max_seq, stride, max_q, False)
+    full = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)
+    q_len = len(tokenizer(question, add_special_tokens=False)["input_ids"])
+    spans = doc_spans(len(full["input_ids"]), max_seq - q_len - 3, stride)
+    assert len(feats) == len(spans) > 3
+    owners = np.zeros(len(full["input_ids"]), dtype=int)
+    for k, ((start, length), f) in enumerate(zip(spans, feats)):
+        assert f["doc_span_index"] == k and len(f["input_ids"]) <= max_seq
+        assert _doc_token_ids(f) == full["input_ids"][start : start + length]
+        doc = f["offsets"][:, 0] >= 0
+        assert (
+            f["offsets"][doc].tolist()
+            == [list(o) for o in full["offset_mapping"]][start : start + length]
+        )
+        assert f["token_type_ids"][q_len + 2] == 1 and f["token_type_ids"][q_len + 1] == 0
+        expected = [is_max_context(spans, k, start + i) for i in range(length)]
+        assert f["max_context"][doc].tolist() == expected
+        assert not f["max_context"][~doc].any()
+        owners[start : start + length] += f["max_context"][doc]
+    assert (owners == 1).all()
+
+
+def test_question_truncated_to_max_query_length(tokenizer):
+    question = " ".join(["unbelievably"] * 30)  # 'unbelievably' is several word pieces
+    ex = SquadExample("q", question, "short context here.", [], False)
+    (feat,) = convert_examples_to_features([ex], tokenizer, 64, 16, 10, False)
+    assert feat["token_type_ids"].count(0) == 10 + 2  # [CLS] + 10 question tokens + [SEP]
+    assert tokenizer.convert_ids_to_tokens(feat["input_ids"][:12])[-1] == "[SEP]"
+
+
+def _train_feature_answers(tokenizer, context, answer, start, max_seq=64, stride=16, **kw):
+    ex = SquadExample("q", "where?", context, [{"text": answer, "answer_start": start}], **kw)
+    feats = convert_examples_to_features([ex], tokenizer, max_seq, stride, 20, True)
+    texts = [
+        tokenizer.decode(f["input_ids"][f["start_positions"] : f["end_positions"] + 1])
+        if f["start_positions"]
+        else None
+        for f in feats
+    ]
+    return feats, texts
+
+
+def test_answer_offsets_at_passage_edges(tokenizer):
+    context = "Saint Bernadette Soubirous saw her in Lourdes"
+    feats, texts = _train_feature_answers(tokenizer, context, "Saint", 0)
+    assert texts == ["saint"]
+    assert feats[0]["start_positions"] == feats[0]["token_type_ids"].index(1)  # first doc token
+    feats, texts = _train_feature_answers(tokenizer, context, "Lourdes", context.index("Lourdes"))
+    assert texts == ["lourdes"]
+    assert feats[0]["end_positions"] == len(feats[0]["input_ids"]) - 2  # last before [SEP]
+    # punctuation around the answer is left out; a sub-word answer takes the whole token
+    context = "John Smith (1895-1943). The Japanese industry."
+    _, texts = _train_feature_answers(tokenizer, context, "1895", context.index("1895"))
+    assert texts == ["1895"]
+    _, texts = _train_feature_answers(tokenizer, context, "Japan", context.index("Japan"))
+    assert texts == ["japanese"]
+
+
+def test_answer_across_windows_and_impossible(tokenizer):
+    words = [f"w{i}" for i in range(80)]
+    context = " ".join(words)
+    start = context.index("w60 w61")
+    feats, texts = _train_feature_answers(tokenizer, context, "w60 w61", start)
+    assert len(feats) > 3
+    with_answer = [t for t in texts if t]
+    assert with_answer and all(t == "w60 w61" for t in with_answer)
+    # windows that do not hold the whole answer target [CLS]
+    assert texts[0] is None and feats[0]["start_positions"] == feats[0]["end_positions"] == 0
+    ex = SquadExample("q", "where?", context, [], is_impossible=True)
+    feats = convert_examples_to_features([ex], tokenizer, 64, 16, 20, True)
+    assert all(f["start_positions"] == f["end_positions"] == 0 for f in feats)
+
+
+# -- the official metrics -----------------------------------------------------------------------
+
+
+def test_normalize_answer_official_rules():
+    assert sm.normalize_answer("The  Quick, brown fox!") == "quick brown fox"
+    assert sm.normalize_answer("an apple a day") == "apple day"
+    assert sm.normalize_answer("A.B.C") == "abc"
+    assert sm.normalize_answer("theater") == "theater"  # \b: not an article
+    assert sm.normalize_answer("the") == ""
+    # punctuation goes before articles: "the-end" -> "theend", kept
+    assert sm.normalize_answer("the-end") == "theend"
+
+
+def test_exact_and_f1_hand_computed():
+    assert sm.compute_exact("The Cat", "cat") == 1
+    # gold: cat sat on mat (4), pred: cat on mat (3): P=1, R=3/4 -> F1 = 6/7
+    assert sm.compute_f1("The cat sat on the mat", "cat on a mat") == pytest.approx(6 / 7)
+    assert sm.compute_f1("cat cat dog", "cat") == pytest.approx(2 * 1 * (1 / 3) / (1 + 1 / 3))
+    # empty answers: v2.0 gives 1 when both are empty, v1.1 gives 0
+    assert sm.compute_f1("", "") == 1.0 and sm.compute_f1("", "x") == 0.0
+    assert sm.f1_score_v1("", "") == 0.0
+    assert sm.compute_f1("the", "") == 1.0  # 'the' normalises to nothing
+
+
+def _dataset(qas):
+    return [{"title": "t", "paragraphs": [{"context": "c", "qas": qas}]}]
+
+
+def test_evaluate_v1_max_over_golds_and_missing_counts_zero():
+    data = _dataset(
+        [
+            {
+                "id": "a",
+                "question": "?",
+                "answers": [{"text": "Denver Broncos"}, {"text": "Denver"}],
+            },
+            {"id": "b", "question": "?", "answers": [{"text": "the cat sat"}]},
+            {"id": "c", "question": "?", "answers": [{"text": "x"}]},
+        ]
+    )
+    out = sm.evaluate_v1(data, {"a": "Denver", "b": "cat"})
+    # a: EM 1, F1 1; b: EM 0, F1 2*(1)(1/2)/(1.5) = 2/3; c missing: 0 and counted
+    assert out == pytest.approx({"exact_match": 100 / 3, "f1": 100 * (1 + 2 / 3) / 3})
+
+
+def test_evaluate_v2_breakdown_threshold_and_best_thresh():
+    data = _dataset(
+        [
+            {"id": "a", "question": "?", "answers": [{"text": "Paris"}]},
+            {"id": "b", "question": "?", "answers": []},
+            {"id": "c", "question": "?", "answers": [{"text": "big red dog"}, {"text": "a"}]},
+            {"id": "d", "question": "?", "answers": []},
+        ]
+    )
+    preds = {"a": "Paris", "b": "London", "c": "red dog", "d": "x"}
+    out = sm.evaluate_v2(data, preds)
+    f1_c = 2 * 1 * (2 / 3) / (1 + 2 / 3)  # gold 'a' normalises to '' and is dropped
+    assert out["total"] == 4 and out["HasAns_total"] == 2 and out["NoAns_total"] == 2
+    assert out["exact"] == pytest.approx(25.0)
+    assert out["f1"] == pytest.approx(100 * (1 + f1_c) / 4)
+    assert out["NoAns_f1"] == 0.0 and out["HasAns_exact"] == 50.0
+    assert list(out) == [
+        "exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
+        "NoAns_exact", "NoAns_f1", "NoAns_total",
+    ]  # fmt: skip
+    odds = {"a": -2.0, "b": -1.0, "c": 0.5, "d": 3.0}
+    # walk in increasing odds from "all ''" (2 NoAns right): a +1 -> 3 (best, thresh -2),
+    # b -1 -> 2, c +f1_c -> 2.8, d -1 -> 1.8
+    best_f1, thresh = sm.find_best_thresh(preds, sm.get_raw_scores(data, preds)[1], odds,
+                                          sm.make_qid_to_has_ans(data))  # fmt: skip
+    assert (best_f1, thresh) == (pytest.approx(75.0), -2.0)
+    out = sm.evaluate_v2(data, preds, odds, na_prob_thresh=-2.0)
+    assert out["f1"] == pytest.approx(75.0) and out["exact"] == pytest.approx(75.0)
+    assert out["best_f1"] == pytest.approx(75.0) and out["best_f1_thresh"] == -2.0
+    # ties keep the earlier threshold: c fully right ties the best score 3 and does not move it
+    preds["c"] = "big red dog"
+    out = sm.evaluate_v2(data, preds, odds, na_prob_thresh=1.0)
+    assert out["best_f1_thresh"] == -2.0 and out["best_f1"] == pytest.approx(75.0)
+    assert out["f1"] == pytest.approx(75.0)  # d (odds 3 > 1) scored as '' -> right; b wrong
+    with pytest.raises(ValueError, match="missing"):
+        sm.evaluate_v2(data, {"a": "Paris"})
+
+
+# -- post-processing ----------------------------------------------------------------------------
+
+
+def _feature(example_index, offsets, max_ctx):
+    offsets = np.asarray(offsets, dtype=np.int32)
+    return {"example_index": example_index, "offsets": offsets, "max_context": np.asarray(max_ctx)}
+
+
+def test_postprocess_windows_null_score_and_tau():
+    context = "alpha beta gamma delta"
+    ex = SquadExample("q", "?", context, [], False)
+    no = [-1, -1]
+    # two windows over the 4 words; position 0 = [CLS], 1 = question, 2.. = passage
+    f0 = _feature(0, [no, no, [0, 5], [6, 10], [11, 16]], [0, 0, 1, 1, 0])  # gamma not max here
+    f1 = _feature(0, [no, no, [11, 16], [17, 22]], [0, 0, 1, 1])
+    s0 = np.array([1.0, 9.0, 2.0, 0.0, 8.0])  # question token and non-max-context gamma ignored
+    e0 = np.array([1.0, 9.0, 0.0, 3.0, -5.0])  # ends need not be max-context (as Google)
+    s1 = np.array([3.0, 0.0, 4.0, 1.0])
+    e1 = np.array([0.5, 0.0, 0.0, 2.0])
+    pred = postprocess([ex], [f0, f1], [s0, s1], [e0, e1], n_best_size=20, max_answer_length=30)
+    # candidates: 'gamma delta' 4+2=6, 'alpha beta' 2+3=5, 'gamma' 4+0, 'beta' 0+3, 'delta' 1+2,
+    # 'alpha' 2+0, 'alpha beta gamma' 2-5 (spans from both windows compete)
+    assert pred.predictions["q"] == "gamma delta"
+    assert [n["text"] for n in pred.nbest["q"]][:2] == ["gamma delta", "alpha beta"]
+    assert sum(n["probability"] for n in pred.nbest["q"]) == pytest.approx(1.0)
+    assert not pred.null_odds
+    v2 = dict(version_2_with_negative=True, n_best_size=20, max_answer_length=30)
+    pred = postprocess([ex], [f0, f1], [s0, s1], [e0, e1], **v2)
+    # null score = min over windows of [CLS] start+end: min(2.0, 3.5) = 2.0; best span 6
+    assert pred.null_odds["q"] == pytest.approx(2.0 - 6.0)
+    assert pred.predictions["q"] == "gamma delta" and pred.non_null["q"] == "gamma delta"
+    (null,) = [n for n in pred.nbest["q"] if n["text"] == ""]
+    assert (null["start_logit"], null["end_logit"]) == (1.0, 1.0)  # the min-null window's
+    pred = postprocess([ex], [f0, f1], [s0, s1], [e0, e1], null_score_diff_threshold=-4.5, **v2)
+    assert pred.predictions["q"] == ""  # -4 > -4.5
+    # a length limit of 1 token removes both two-word spans
+    pred = postprocess([ex], [f0, f1], [s0, s1], [e0, e1], n_best_size=20, max_answer_length=1)
+    assert pred.predictions["q"] == "gamma"
+    assert pred.spans["q"] == (11, 16)
+
+
+# -- files, real data, end to end ---------------------------------------------------------------
+
+
+def test_file_spec_and_format_errors(tmp_path):
+    assert split_file_spec("a/dev.json[0:17]") == ("a/dev.json", slice(0, 17))
+    assert split_file_spec("dev.json[17:]") == ("dev.json", slice(17, None))
+    assert split_file_spec("dev.json") == ("dev.json", slice(None))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": "1.1",\n "data": [\n  {"paragraphs": [}]}')
+    with pytest.raises(SquadFormatError, match=r"bad.json: line 3"):
+        load_squad_file(str(bad))
+    bad.write_text(json.dumps({"data": [{"paragraphs": [{"context": "c", "qas": [{"id": "x"}]}]}]}))
+    with pytest.raises(
+        SquadFormatError, match=r"data\[0\]\.paragraphs\[0\]\.qas\[0\]: missing 'question'"
+    ):
+        load_squad_file(str(bad))
+    with pytest.raises(FileNotFoundError):
+        load_squad_file(str(tmp_path / "none.json"))
+
+
+def test_real_squad_files_load_and_gold_scores_100(shared_data):
+    data, version = load_squad_file(str(shared_data / "squad/dev-v1.1.json"))
+    examples = read_examples(data, False, False)
+    assert version == "1.1" and len(data) == 48 and len(examples) == 10570
+    gold = {e.qas_id: e.answers[-1]["text"] for e in examples}
+    # a faithful quirk of the v1.1 script: one gold answer normalises to nothing, so the same
+    # text scores EM 1 but F1 0 (no common token)
+    assert sm.evaluate_v1(data, gold) == {"exact_match": 100.0, "f1": 100.0 * 10569 / 10570}
+    data, version = load_squad_file(str(shared_data / "squad/dev-v2.0.json[17:35]"))
+    examples = read_examples(data, False, True)
+    assert len(data) == 18 and len(examples) == 6425
+    gold = {e.qas_id: e.answers[0]["text"] if e.answers else "" for e in examples}
+    out = sm.evaluate_v2(data, gold, {q: 0.0 for q in gold}, 1.0)
+    assert out["exact"] == 100.0 and out["NoAns_total"] + out["HasAns_total"] == 6425
+
+
+def test_real_train_answers_map_to_their_text(shared_data, tokenizer):
+    data, _ = load_squad_file(str(shared_data / "squad/train-v1.1.json[0:1]"))
+    examples = read_examples(data, True, False)
+    feats = convert_examples_to_features(examples, tokenizer, 192, 64, 64, True)
+    found = {}
+    for f in feats:
+        if f["start_positions"]:
+            ex = examples[f["example_index"]]
+            text = tokenizer.decode(f["input_ids"][f["start_positions"] : f["end_positions"] + 1])
+            found[f["example_index"]] = sm.normalize_answer(text).replace(" ", "") == (
+                sm.normalize_answer(ex.answers[0]["text"]).replace(" ", "")
+            )
+    assert len(found) == len(examples)  # every question has a window with its answer
+    assert sum(found.values()) / len(found) > 0.95  # the rest: accents and sub-word answers
+
+
+def _synthetic_squad(n_articles=4, impossible_every=3):
+    data = []
+    for a in range(n_articles):
+        paragraphs = []
+        for p in range(3):
+            filler = " ".join(f"filler{(a * 7 + p * 3 + i) % 23}" for i in range(40))
+            code = f"zebra{a}{p}"
+            context = f"{filler} the secret code is {code} and more text follows here."
+            start = context.index(code)
+            qas = [
+                {"id": f"{a}-{p}-0", "question": "what is the secret code?",
+                 "answers": [{"text": code, "answer_start": start}], "is_impossible": False},
+                {"id": f"{a}-{p}-1", "question": "what is the colour of the moon?",
+                 "answers": [], "is_impossible": True},
+            ]  # fmt: skip
+            paragraphs.append({"context": context, "qas": qas})
+        data.append({"title": f"t{a}", "paragraphs": paragraphs})
+    return {"version": "v2.0", "data": data}
+
+
+@pytest.mark.slow
+def test_end_to_end_tiny_model_v2_writes_official_files_and_tau(tmp_path, tokenizer):
+    from modeling import BertConfig, BertForQuestionAnswering
+    from recipes.squad import QuestionAnsweringPipeline
+    from scripts.run_squad import main
+
+    model_dir = tmp_path / "tiny"
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=128,
+    )  # fmt: skip
+    BertForQuestionAnswering(config).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    data_file = tmp_path / "squad2.json"
+    data_file.write_text(json.dumps(_synthetic_squad()))
+    out = tmp_path / "out"
+    outcome = main(
+        [
+            "--model_name_or_path", str(model_dir), "--train_file", str(data_file),
+            "--validation_file", f"{data_file}[2:4]", "--version_2_with_negative",
+            "--max_seq_length", "48", "--doc_stride", "16", "--max_query_length", "16", "--num_train_epochs", "8",
+            "--per_device_train_batch_size", "8", "--learning_rate", "3e-3",
+            "--output_dir", str(out), "--disable_tqdm", "--logging_steps", "5",
+        ]
+    )  # fmt: skip
+    for name in ("predictions.json", "nbest_predictions.json", "null_odds.json",
+                 "eval_results.json", "eval_results_tuned_tau.json", "model/config.json"):  # fmt: skip
+        assert (out / name).is_file(), name
+    results = json.loads((out / "eval_results.json").read_text())
+    assert set(results) == {
+        "exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
+        "NoAns_f1", "NoAns_total", "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh",
+    }  # fmt: skip
+    assert results["total"] == 12
+    preds = json.loads((out / "predictions.json").read_text())
+    odds = json.loads((out / "null_odds.json").read_text())
+    assert set(preds) == set(odds) and len(preds) == 12
+    assert all((preds[q] == "") == (odds[q] > 0.0) for q in preds)  # tau = 0 in force
+    tuned = json.loads((out / "eval_results_tuned_tau.json").read_text())
+    assert tuned["f1"] == pytest.approx(results["best_f1"])
+    saved = json.loads((out / "model/config.json").read_text())
+    assert saved["null_score_diff_threshold"] == results["best_f1_thresh"]
+    assert saved["version_2_with_negative"] is True
+    history = json.loads((out / "train_results.json").read_text())["log_history"]
+    assert history[-1]["loss"] < history[0]["loss"]  # it learns something
+    assert outcome["metrics"]["f1"] == pytest.approx(results["f1"])
+    # the pipeline: any context length, tau from the saved config
+    qa = QuestionAnsweringPipeline.from_pretrained(out / "model")
+    assert qa.args.version_2_with_negative and qa.args.null_score_diff_threshold is None
+    assert (qa.args.max_seq_length, qa.args.doc_stride) == (48, 16)  # saved with the model
+    context = " ".join(["filler1 filler2"] * 40) + " the secret code is zebra77 and more."
+    answer = qa("what is the secret code?", context)
+    assert answer["tau"] == saved["null_score_diff_threshold"]
+    assert (answer["answer"] == "") == (answer["null_odds"] > answer["tau"])
+    if answer["answer"]:
+        assert context[answer["start"] : answer["end"]] == answer["answer"]
+    forced = QuestionAnsweringPipeline.from_pretrained(
+        out / "model", null_score_diff_threshold=-1e9
+    )("what is the secret code?", context)
+    assert forced["answer"] == ""
+
+
+def test_squad_eval_script_prints_official_json(tmp_path, capsys):
+    from scripts.squad_eval import main
+
+    data = {"version": "v2.0", "data": _dataset(
+        [{"id": "a", "question": "?", "answers": [{"text": "Paris", "answer_start": 0}]},
+         {"id": "b", "question": "?", "answers": []}]
+    )}  # fmt: skip
+    (tmp_path / "d.json").write_text(json.dumps(data))
+    (tmp_path / "p.json").write_text(json.dumps({"a": "paris!", "b": "x"}))
+    (tmp_path / "n.json").write_text(json.dumps({"a": 0.5, "b": 2.0}))
+    main([str(tmp_path / "d.json"), str(tmp_path / "p.json"), "-n", str(tmp_path / "n.json")])
+    printed = json.loads(capsys.readouterr().out)
+    # default threshold 1.0: b (2.0 > 1) is scored as '' -> right; a right
+    assert printed["exact"] == 100.0 and printed["best_f1"] == 100.0
+    assert printed["best_f1_thresh"] == 0.5  # answering a (odds 0.5) and not b is best
+    data["version"] = "1.1"
+    data["data"][0]["paragraphs"][0]["qas"].pop()
+    (tmp_path / "d.json").write_text(json.dumps(data))
+    main([str(tmp_path / "d.json"), str(tmp_path / "p.json")])
+    assert json.loads(capsys.readouterr().out) == {"exact_match": 100.0, "f1": 100.0}
