@@ -2,6 +2,7 @@
 
 import json
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -319,6 +320,7 @@ def load_script(name):
     path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"_script_{name}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
