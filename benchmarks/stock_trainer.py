@@ -8,6 +8,7 @@ This module is the stock half, written once for every task.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 
@@ -22,6 +23,21 @@ def stock_model(auto_class_name: str, model_path: str, **config_overrides):
 
     auto = getattr(transformers, auto_class_name)
     return auto.from_pretrained(model_path, attn_implementation="sdpa", **config_overrides)
+
+
+def warmup_steps(args: TrainingArguments, num_examples: int) -> int:
+    """Warmup steps as ``recipes.finetune.train`` counts them (``warmup_steps`` wins over
+    ``int(warmup_ratio * total_steps)``)."""
+    if args.warmup_steps:
+        return args.warmup_steps
+    batches = math.ceil(num_examples / args.per_device_train_batch_size)
+    updates_per_epoch = math.ceil(batches / args.gradient_accumulation_steps)
+    total = (
+        args.max_steps
+        if args.max_steps > 0
+        else math.ceil(args.num_train_epochs * updates_per_epoch)
+    )
+    return int(args.warmup_ratio * total)
 
 
 def train_with_trainer(
@@ -46,15 +62,15 @@ def train_with_trainer(
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         num_train_epochs=args.num_train_epochs,
         max_steps=args.max_steps,
-        warmup_ratio=args.warmup_ratio,
-        warmup_steps=args.warmup_steps,
+        # transformers 5 has no warmup_ratio: give the step count our loop derives from it
+        warmup_steps=warmup_steps(args, len(train_features)),
         weight_decay=args.weight_decay,
         adam_beta1=args.adam_beta1,
         adam_beta2=args.adam_beta2,
         adam_epsilon=args.adam_epsilon,
         max_grad_norm=args.max_grad_norm,
         seed=args.seed,
-        group_by_length=args.group_by_length,
+        train_sampling_strategy="group_by_length" if args.group_by_length else "random",
         logging_steps=args.logging_steps,
         save_strategy="no",
         report_to=[],
