@@ -233,14 +233,19 @@ def read_json_ner(
     return sentences
 
 
-def read_ner_file(path: str | Path, tag_scheme: str = "iob1", tag_column: int = -1):
-    """CoNLL text or JSON records, chosen by the file's first non-blank character."""
+def is_json_file(path: str | Path) -> bool:
+    """Whether the file holds JSON records (its first non-blank character is ``{`` or ``[``);
+    ``FileNotFoundError`` when it does not exist."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found")
     with open(path, encoding="utf-8") as handle:
-        head = handle.read(4096).lstrip()
-    if head.startswith(("{", "[")):
+        return handle.read(4096).lstrip().startswith(("{", "["))
+
+
+def read_ner_file(path: str | Path, tag_scheme: str = "iob1", tag_column: int = -1):
+    """CoNLL text or JSON records, chosen by the file's first non-blank character."""
+    if is_json_file(path):
         return read_json_ner(path, tag_scheme)
     return read_conll(path, tag_scheme, tag_column)
 

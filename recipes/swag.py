@@ -112,14 +112,9 @@ def read_swag_csv(path: str | Path) -> list[SwagExample]:
 
 def read_swag_file(path: str | Path) -> list[SwagExample]:
     """CSV or JSON records, chosen by the file's first non-blank character."""
-    from .ner import read_json_records
+    from .ner import is_json_file, read_json_records
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found")
-    with open(path, encoding="utf-8") as handle:
-        head = handle.read(4096).lstrip()
-    if head.startswith(("{", "[")):
+    if is_json_file(path):
         return [
             _example(record, f"{path}: record {number}", str(number))
             for number, record in enumerate(read_json_records(path))

@@ -24,21 +24,9 @@ def tokenizer(minilm_path):
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory, tokenizer):
-    from modeling import BertConfig, BertModel
+    from test_ner import tiny_checkpoint
 
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("tiny")
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    BertModel(config, add_pooling_layer=False).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return tiny_checkpoint(tmp_path_factory.mktemp("tiny"), tokenizer, layers=3)
 
 
 def _encoder(path):
@@ -86,23 +74,17 @@ def test_writers(tmp_path):
 
 @pytest.mark.slow
 def test_extract_features_script(tiny_dir, tmp_path):
-    from test_ner import load_script
+    from test_ner import run_script
 
     texts = tmp_path / "texts.txt"
     texts.write_text("Who was Jim Henson ? ||| Jim Henson was a puppeteer\n\nsecond line\n")
-    load_script("extract_features").main(
-        [
-            "--model_name_or_path",
-            str(tiny_dir),
-            "--input_file",
-            str(texts),
-            "--output_file",
-            str(tmp_path / "out.npz"),
-            "--layers",
-            "-1",
-            "-2",
-            "--disable_tqdm",
-        ]
+    run_script(
+        "extract_features",
+        model_name_or_path=tiny_dir,
+        input_file=texts,
+        output_file=tmp_path / "out.npz",
+        layers=["-1", "-2"],
+        disable_tqdm=True,
     )
     data = np.load(tmp_path / "out.npz")
     assert data["layers"].tolist() == [-1, -2]
@@ -163,31 +145,22 @@ def test_tagger_rejects_too_many_layers(tiny_dir):
 
 @pytest.mark.slow
 def test_run_ner_feature_based_on_fixture(shared_data, tiny_dir, tmp_path):
-    from test_ner import load_script
+    from test_ner import run_script
 
     fixture = str(shared_data / "fixtures" / "conll" / "sample.json")
     out = tmp_path / "out"
-    load_script("run_ner").main(
-        [
-            "--model_name_or_path",
-            str(tiny_dir),
-            "--train_file",
-            fixture,
-            "--validation_file",
-            fixture,
-            "--feature_based",
-            "--feature_layers",
-            "3",
-            "--lstm_hidden_size",
-            "16",
-            "--max_steps",
-            "2",
-            "--per_device_train_batch_size",
-            "4",
-            "--output_dir",
-            str(out),
-            "--disable_tqdm",
-        ]
+    run_script(
+        "run_ner",
+        model_name_or_path=tiny_dir,
+        train_file=fixture,
+        validation_file=fixture,
+        feature_based=True,
+        feature_layers=3,
+        lstm_hidden_size=16,
+        max_steps=2,
+        per_device_train_batch_size=4,
+        output_dir=out,
+        disable_tqdm=True,
     )
     results = json.loads((out / "eval_results.json").read_text())
     assert results["train"]["steps"] == 2 and results["dev"]["sentences"] == 10

@@ -330,55 +330,60 @@ def load_script(name):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory, tokenizer):
+def tiny_checkpoint(path, tokenizer, layers: int = 2):
+    """A randomly initialised 32-wide BERT with the real vocabulary, saved with its tokenizer."""
+    import torch
+
     from modeling import BertConfig, BertModel
 
-    path = tmp_path_factory.mktemp("tiny-bert")
+    torch.manual_seed(0)
     config = BertConfig(
         vocab_size=len(tokenizer),
         hidden_size=32,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=128,
     )
-    BertModel(config).save_pretrained(path)
+    BertModel(config, add_pooling_layer=False).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def run_script(name: str, **flags) -> None:
+    """``scripts/<name>.py`` main() with ``--flag value`` per keyword (True: bare flag)."""
+    argv = []
+    for key, value in flags.items():
+        argv.append(f"--{key}")
+        if value is not True:
+            argv.extend(str(v) for v in (value if isinstance(value, list) else [value]))
+    load_script(name).main(argv)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory, tokenizer):
+    return tiny_checkpoint(tmp_path_factory.mktemp("tiny-bert"), tokenizer)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("context", [False, True])
 def test_run_ner_end_to_end_on_fixture(shared_data, tiny_model, tmp_path, context):
-    main = load_script("run_ner").main
     fixture = str(shared_data / "fixtures" / "conll" / "sample.json")
     out = tmp_path / "out"
-    main(
-        [
-            "--model_name_or_path",
-            str(tiny_model),
-            "--train_file",
-            fixture,
-            "--validation_file",
-            fixture,
-            "--test_file",
-            fixture,
-            "--do_predict",
-            "--max_seq_length",
-            "16",  # forces long-sentence windows
-            "--document_context",
-            str(context),
-            "--max_steps",
-            "3",
-            "--per_device_train_batch_size",
-            "4",
-            "--learning_rate",
-            "1e-3",
-            "--output_dir",
-            str(out),
-            "--disable_tqdm",
-        ]
+    run_script(
+        "run_ner",
+        model_name_or_path=tiny_model,
+        train_file=fixture,
+        validation_file=fixture,
+        test_file=fixture,
+        do_predict=True,
+        max_seq_length=16,  # forces long-sentence windows
+        document_context=context,
+        max_steps=3,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        output_dir=out,
+        disable_tqdm=True,
     )
     results = json.loads((out / "eval_results.json").read_text())
     assert results["train"]["steps"] == 3

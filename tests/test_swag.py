@@ -86,8 +86,8 @@ def test_pairs_are_context_then_start_plus_ending(tokenizer):
 
 
 @pytest.mark.slow
-def test_multiple_choice_batch_shapes_and_loss(tokenizer):
-    from modeling import BertConfig, BertForMultipleChoice
+def test_multiple_choice_batch_shapes_and_loss(tokenizer, tmp_path):
+    from modeling import BertForMultipleChoice
 
     examples = synthetic_swag(3, seed=1)
     features = build_features(examples, tokenizer, 64)
@@ -95,15 +95,10 @@ def test_multiple_choice_batch_shapes_and_loss(tokenizer):
     batch = pad_collate(features, tokenizer.pad_token_id, keys)
     assert batch["input_ids"].shape == (3, 4, max(len(x) for f in features for x in f["input_ids"]))
     assert batch["labels"].tolist() == [e.label for e in examples]
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-    )
-    model = BertForMultipleChoice(config).eval()
+    from test_ner import tiny_checkpoint
+
+    path = tiny_checkpoint(tmp_path / "tiny", tokenizer)
+    model = BertForMultipleChoice.from_pretrained(path).eval()
     out = model(**batch)
     assert out.logits.shape == (3, 4)
     expected = torch.nn.functional.cross_entropy(out.logits, batch["labels"])
@@ -131,45 +126,21 @@ def test_synthetic_task_needs_the_context():
     assert synthetic_swag(5, seed=3)[0] == examples[0]
 
 
-def _tiny_checkpoint(path, tokenizer):
-    from modeling import BertConfig, BertModel
-
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    BertModel(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 @pytest.mark.slow
 def test_run_swag_end_to_end_on_fixture(shared_data, tokenizer, tmp_path):
-    from test_ner import load_script
+    from test_ner import run_script, tiny_checkpoint
 
-    model_dir = _tiny_checkpoint(tmp_path / "tiny", tokenizer)
     fixture = str(shared_data / "fixtures" / "swag" / "sample.json")
     out = tmp_path / "out"
-    load_script("run_swag").main(
-        [
-            "--model_name_or_path",
-            str(model_dir),
-            "--train_file",
-            fixture,
-            "--validation_file",
-            fixture,
-            "--max_steps",
-            "2",
-            "--per_device_train_batch_size",
-            "4",
-            "--output_dir",
-            str(out),
-            "--disable_tqdm",
-        ]
+    run_script(
+        "run_swag",
+        model_name_or_path=tiny_checkpoint(tmp_path / "tiny", tokenizer),
+        train_file=fixture,
+        validation_file=fixture,
+        max_steps=2,
+        per_device_train_batch_size=4,
+        output_dir=out,
+        disable_tqdm=True,
     )
     results = json.loads((out / "eval_results.json").read_text())
     assert results["train"]["steps"] == 2 and results["dev"]["examples"] == 10
