@@ -507,15 +507,17 @@ def run(model_args, data_args: NerDataArguments, train_args) -> dict:
     Returns the grid summary (or the single run's results)."""
     import dataclasses
 
-    from .finetune import grid_search, load_tokenizer, save_model, train, write_results
-    from .ner_metrics import format_report
-
-    tokenizer = load_tokenizer(model_args)
+    # data first: a bad file fails at once, before torch and transformers load
     train_sents = _truncate(_load_split(data_args, "train"), train_args.max_train_samples)
     dev_sents = _truncate(_load_split(data_args, "validation"), train_args.max_eval_samples)
     test_sents = _truncate(_load_split(data_args, "test"), train_args.max_predict_samples)
     if train_args.do_train and not train_sents:
         raise UsageError("--do_train needs --train_file or --dataset_name")
+
+    from .finetune import grid_search, load_tokenizer, save_model, train, write_results
+    from .ner_metrics import format_report
+
+    tokenizer = load_tokenizer(model_args)
     if train_sents:
         labels = label_list(train_sents)
     else:

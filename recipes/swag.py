@@ -245,6 +245,19 @@ def _load_split(data_args: SwagDataArguments, which: str, seed: int) -> list[Swa
 def run(model_args, data_args: SwagDataArguments, train_args) -> dict:
     """Train (over the grid if given), report dev accuracy, write predictions; each run writes
     ``eval_results.json`` and ``{dev,test}_predictions.jsonl`` in its output folder."""
+    splits = {}  # data first: a bad file fails at once, before torch and transformers load
+    for which, limit in (
+        ("train", train_args.max_train_samples),
+        ("validation", train_args.max_eval_samples),
+        ("test", train_args.max_predict_samples),
+    ):
+        examples = _load_split(data_args, which, train_args.seed)
+        splits[which] = examples[:limit] if examples is not None and limit else examples
+    if train_args.do_train and not splits["train"]:
+        raise UsageError("--do_train needs --train_file, --dataset_name or --synthetic_train")
+    if train_args.do_train and any(e.label is None for e in splits["train"]):
+        raise UsageError("the training data has examples without a label")
+
     from modeling import BertForMultipleChoice
 
     from .finetune import (
@@ -258,18 +271,6 @@ def run(model_args, data_args: SwagDataArguments, train_args) -> dict:
     )
 
     tokenizer = load_tokenizer(model_args)
-    splits = {}
-    for which, limit in (
-        ("train", train_args.max_train_samples),
-        ("validation", train_args.max_eval_samples),
-        ("test", train_args.max_predict_samples),
-    ):
-        examples = _load_split(data_args, which, train_args.seed)
-        splits[which] = examples[:limit] if examples is not None and limit else examples
-    if train_args.do_train and not splits["train"]:
-        raise UsageError("--do_train needs --train_file, --dataset_name or --synthetic_train")
-    if train_args.do_train and any(e.label is None for e in splits["train"]):
-        raise UsageError("the training data has examples without a label")
     features = {
         k: build_features(v, tokenizer, data_args.max_seq_length) if v else None
         for k, v in splits.items()

@@ -105,6 +105,21 @@ def test_read_conll_errors_name_file_and_line(tmp_path, bad, message):
         read_conll(path)
 
 
+def test_run_ner_bad_file_is_a_one_line_error(tmp_path):
+    import subprocess
+    from pathlib import Path
+
+    bad = tmp_path / "eng.bad"
+    bad.write_text("EU NNP I-NP I-ORG\nrejects\n")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "run_ner.py"
+    args = ["--model_name_or_path", "unused", "--train_file", str(bad)]
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"error: {bad}:2: expected 'token ... tag' columns, got 'rejects'"
+    ]
+
+
 def test_read_json_fixture(shared_data):
     sentences = read_ner_file(shared_data / "fixtures" / "conll" / "sample.json")
     assert len(sentences) == 10
