@@ -514,7 +514,14 @@ def run(model_args, data_args: NerDataArguments, train_args) -> dict:
     if train_args.do_train and not train_sents:
         raise UsageError("--do_train needs --train_file or --dataset_name")
 
-    from .finetune import grid_search, load_tokenizer, save_model, train, write_results
+    from .finetune import (
+        grid_search,
+        load_tokenizer,
+        save_model,
+        set_seed,
+        train,
+        write_results,
+    )
     from .ner_metrics import format_report
 
     tokenizer = load_tokenizer(model_args)
@@ -554,6 +561,7 @@ def run(model_args, data_args: NerDataArguments, train_args) -> dict:
         )
 
     def run_one(args) -> dict:
+        set_seed(args.seed)  # the new head's initialisation too
         model = build_model(model_args, data_args, labels)
         results: dict = {"labels": labels, "settings": dataclasses.asdict(data_args)}
         if args.do_train:

@@ -266,6 +266,7 @@ def run(model_args, data_args: SwagDataArguments, train_args) -> dict:
         load_tokenizer,
         predict,
         save_model,
+        set_seed,
         train,
         write_results,
     )
@@ -277,6 +278,7 @@ def run(model_args, data_args: SwagDataArguments, train_args) -> dict:
     }
 
     def run_one(args) -> dict:
+        set_seed(args.seed)  # the new head's initialisation too
         model = load_model(BertForMultipleChoice, model_args)
         results: dict = {}
         if args.do_train:
