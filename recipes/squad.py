@@ -144,6 +144,25 @@ def split_file_spec(spec: str) -> tuple[str, slice]:
     return match["path"], slice(*parts)
 
 
+def read_json_object(path: str | Path, what: str) -> dict:
+    """A JSON object from ``path``; a missing file, bad JSON (with its line) or another JSON
+    type is an error naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} {path} not found")
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise SquadFormatError(
+            f"{path}: line {err.lineno} column {err.colno}: invalid JSON ({err.msg})"
+        ) from None
+    except UnicodeDecodeError as err:
+        raise SquadFormatError(f"{path}: not UTF-8 text ({err})") from None
+    if not isinstance(value, dict):
+        raise SquadFormatError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
 def load_squad_file(spec: str) -> tuple[list[dict], str]:
     """Read an official SQuAD JSON file (optionally ``FILE[a:b]``); return (data, version).
 
@@ -153,17 +172,8 @@ def load_squad_file(spec: str) -> tuple[list[dict], str]:
     """
     path_str, articles = split_file_spec(spec)
     path = Path(path_str)
-    if not path.is_file():
-        raise FileNotFoundError(f"SQuAD file {path} not found")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise SquadFormatError(
-            f"{path}: line {err.lineno} column {err.colno}: invalid JSON ({err.msg})"
-        ) from None
-    except UnicodeDecodeError as err:
-        raise SquadFormatError(f"{path}: not UTF-8 text ({err})") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("data"), list):
+    raw = read_json_object(path, "SQuAD file")
+    if not isinstance(raw.get("data"), list):
         raise SquadFormatError(f"{path}: expected an object with a 'data' list (official schema)")
     data = raw["data"]
     for i, article in enumerate(data):

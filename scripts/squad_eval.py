@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from modeling.cli import UsageError, main_guard
 
@@ -42,27 +41,14 @@ def parse(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _read_json(path: str, what: str) -> dict:
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"{what} {file} not found")
-    try:
-        value = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{file}: line {err.lineno} column {err.colno}: {err.msg}") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{file}: expected a JSON object of question id -> value")
-    return value
-
-
 def main(argv=None) -> dict:
     args = parse(argv)
     from modeling import atomic
     from recipes import squad_metrics
-    from recipes.squad import load_squad_file
+    from recipes.squad import load_squad_file, read_json_object
 
     data, version = load_squad_file(args.data_file)
-    preds = _read_json(args.pred_file, "predictions file")
+    preds = read_json_object(args.pred_file, "predictions file")
     bad = [k for k, v in preds.items() if not isinstance(v, str)]
     if bad:
         raise UsageError(f"{args.pred_file}: answer for {bad[0]!r} is not a string")
@@ -79,7 +65,7 @@ def main(argv=None) -> dict:
             result = squad_metrics.evaluate_v1(data, preds)
         else:
             na_probs = (
-                _read_json(args.na_prob_file, "no-answer file") if args.na_prob_file else None
+                read_json_object(args.na_prob_file, "no-answer file") if args.na_prob_file else None
             )
             result = squad_metrics.evaluate_v2(data, preds, na_probs, args.na_prob_thresh)
     except ValueError as err:

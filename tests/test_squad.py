@@ -294,6 +294,7 @@ def test_file_spec_and_format_errors(tmp_path):
         load_squad_file(str(tmp_path / "none.json"))
 
 
+@pytest.mark.slow
 def test_real_squad_files_load_and_gold_scores_100(shared_data):
     data, version = load_squad_file(str(shared_data / "squad/dev-v1.1.json"))
     examples = read_examples(data, False, False)
@@ -310,6 +311,7 @@ def test_real_squad_files_load_and_gold_scores_100(shared_data):
     assert out["exact"] == 100.0 and out["NoAns_total"] + out["HasAns_total"] == 6425
 
 
+@pytest.mark.slow
 def test_real_train_answers_map_to_their_text(shared_data, tokenizer):
     data, _ = load_squad_file(str(shared_data / "squad/train-v1.1.json[0:1]"))
     examples = read_examples(data, True, False)
