@@ -638,19 +638,26 @@ def _truncate(items: list, limit: int | None) -> list:
     return items if limit is None else items[:limit]
 
 
-def evaluate(task, model, tokenizer, eval_sets, data_args, args) -> tuple[dict, dict]:
-    """Dev metrics (MNLI's mismatched set gets the suffix ``_mm``) and dev predictions."""
+def _predict(task, model, tokenizer, examples, data_args, args, limit) -> tuple[list, list]:
+    """(examples kept, decoded predictions) for the first ``limit`` examples."""
     from .finetune import predict
 
+    examples = _truncate(examples, limit)
+    features = tokenize_examples(examples, tokenizer, task, data_args.max_seq_length)
+    logits = predict(
+        model, features, args.per_device_eval_batch_size, disable_tqdm=args.disable_tqdm
+    )["logits"]
+    return examples, decode_predictions(task, logits, getattr(model.config, "id2label", None))
+
+
+def evaluate(task, model, tokenizer, eval_sets, data_args, args) -> tuple[dict, dict]:
+    """Dev metrics (MNLI's mismatched set gets the suffix ``_mm``) and dev predictions."""
     metrics: dict[str, float] = {}
     predictions: dict[str, tuple[list, list]] = {}
     for eval_set, examples in eval_sets:
-        examples = _truncate(examples, args.max_eval_samples)
-        features = tokenize_examples(examples, tokenizer, task, data_args.max_seq_length)
-        logits = predict(
-            model, features, args.per_device_eval_batch_size, disable_tqdm=args.disable_tqdm
-        )["logits"]
-        preds = decode_predictions(task, logits, getattr(model.config, "id2label", None))
+        examples, preds = _predict(
+            task, model, tokenizer, examples, data_args, args, args.max_eval_samples
+        )
         if task.is_regression:
             refs, hyps = [e.label for e in examples], preds
         else:
@@ -668,21 +675,13 @@ def evaluate(task, model, tokenizer, eval_sets, data_args, args) -> tuple[dict, 
 
 def predict_test_sets(task, model, tokenizer, test_sets, data_args, args, out_dir) -> list[Path]:
     """Predict each test set and write its leaderboard file into ``out_dir``."""
-    from .finetune import predict
-
     written = []
     for eval_set, examples in test_sets:
-        examples = _truncate(examples, args.max_predict_samples)
-        features = tokenize_examples(examples, tokenizer, task, data_args.max_seq_length)
-        logits = predict(
-            model, features, args.per_device_eval_batch_size, disable_tqdm=args.disable_tqdm
-        )["logits"]
-        preds = decode_predictions(task, logits, getattr(model.config, "id2label", None))
-        written.append(
-            write_predictions(
-                Path(out_dir) / eval_set.submission, [e.index for e in examples], preds
-            )
+        examples, preds = _predict(
+            task, model, tokenizer, examples, data_args, args, args.max_predict_samples
         )
+        path = Path(out_dir) / eval_set.submission
+        written.append(write_predictions(path, [e.index for e in examples], preds))
     return written
 
 
