@@ -572,9 +572,9 @@ def apply_threshold(preds: SquadPredictions, tau: float) -> dict[str, str]:
 
 def evaluate_predictions(
     data: list[dict], preds: SquadPredictions, version_2_with_negative: bool
-) -> dict[str, dict]:
+) -> dict[str, Any]:
     """Official metrics. v1.1: ``{"eval": {exact_match, f1}}``. v2.0: ``"eval"`` at the tau in
-    force, ``"tau0"`` at tau = 0 and ``"tuned"`` at ``best_f1_thresh``, each the dict the
+    force, ``"tau0"`` at tau = 0 and ``"tuned"`` at ``"tuned_tau"`` (:func:`tune_tau`), each the dict the
     official v2.0 script prints (with ``--na-prob-file null_odds.json -t tau`` on the best
     non-null answers: the same exact/f1 as ``predictions.json``, and thresholds scored exactly).
     """
@@ -586,9 +586,21 @@ def evaluate_predictions(
 
     out = {"eval": at(preds.tau)}
     out["tau0"] = out["eval"] if preds.tau == 0.0 else at(0.0)
-    tuned = out["eval"]["best_f1_thresh"]
-    out["tuned"] = at(tuned)
+    out["tuned_tau"] = tune_tau(out["eval"], preds.null_odds)
+    out["tuned"] = at(out["tuned_tau"])
     return out
+
+
+def tune_tau(official: dict, null_odds: dict[str, float]) -> float:
+    """tau that reproduces ``best_f1``: the official ``best_f1_thresh``, except when answering
+    nothing is best. The official search then keeps its initial value 0.0, which would still
+    answer every question with null odds <= 0; a tau below every null odds answers none."""
+    tau = official["best_f1_thresh"]
+    num_no_ans = official.get("NoAns_total", 0)
+    answers_nothing = abs(official["best_f1"] - 100.0 * num_no_ans / official["total"]) < 1e-9
+    if answers_nothing and tau == 0.0 and min(null_odds.values()) <= 0.0:
+        tau = min(null_odds.values()) - 1.0
+    return tau
 
 
 def write_prediction_files(
@@ -606,7 +618,7 @@ def write_prediction_files(
     if results:
         atomic.write_json(out / "eval_results.json", results["eval"])
         if "tuned" in results:
-            tau = results["eval"]["best_f1_thresh"]
+            tau = results["tuned_tau"]
             atomic.write_json(
                 out / "predictions_tuned_tau.json", apply_threshold(preds, tau), indent=4
             )
@@ -627,6 +639,8 @@ def flat_metrics(results: dict[str, dict]) -> dict[str, float]:
             out.update(
                 {f"{name}_{k}": v for k, v in results[name].items() if not k.startswith("best")}
             )
+    if "tuned_tau" in results:
+        out["tuned_tau"] = results["tuned_tau"]
     return out
 
 
@@ -784,7 +798,15 @@ def run(
     """Fine-tune and/or evaluate on SQuAD; with grids, pick on dev F1 (the paper's protocol)."""
     from modeling import BertForQuestionAnswering
 
-    from .finetune import grid_search, load_model, load_tokenizer, save_model, train, write_results
+    from .finetune import (
+        grid_search,
+        load_model,
+        load_tokenizer,
+        save_model,
+        set_seed,
+        train,
+        write_results,
+    )
 
     if args.do_train and not data_args.train_file:
         raise UsageError("--do_train needs --train_file")
@@ -810,6 +832,7 @@ def run(
     def run_one(run_args: TrainingArguments) -> dict[str, float]:
         out_dir = Path(run_args.output_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
+        set_seed(run_args.seed)  # the new QA head's initialisation
         model = load_model(BertForQuestionAnswering, model_args)
         metrics: dict[str, float] = {}
         if train_features is not None:
@@ -843,7 +866,7 @@ def run(
             write_prediction_files(out_dir, preds, results)
             metrics.update(flat_metrics(results), eval_runtime=time.perf_counter() - start)
             if "tuned" in results:
-                extra["null_score_diff_threshold"] = results["eval"]["best_f1_thresh"]
+                extra["null_score_diff_threshold"] = results["tuned_tau"]
             logger.info("dev: %s", {k: round(v, 3) for k, v in metrics.items()})
         write_results(out_dir, "all_results.json", metrics)
         if run_args.save_model and train_features is not None:

@@ -233,6 +233,32 @@ def test_evaluate_v2_breakdown_threshold_and_best_thresh():
         sm.evaluate_v2(data, {"a": "Paris"})
 
 
+def test_tuned_tau_reproduces_best_f1_even_when_answering_nothing_is_best():
+    from recipes.squad import SquadPredictions, evaluate_predictions, tune_tau
+
+    data = _dataset(
+        [
+            {"id": "a", "question": "?", "answers": [{"text": "Paris"}]},
+            {"id": "b", "question": "?", "answers": []},
+            {"id": "c", "question": "?", "answers": []},
+        ]
+    )
+    # every non-null answer is wrong: answering nothing (2/3) is best; the official search
+    # never improves on it and reports its initial threshold 0.0, which would answer a and b
+    odds = {"a": -1.0, "b": -2.0, "c": 1.0}
+    non_null = {"a": "Rome", "b": "x", "c": "y"}
+    preds = SquadPredictions({}, {}, odds, non_null, 0.0)
+    results = evaluate_predictions(data, preds, True)
+    assert results["eval"]["best_f1_thresh"] == 0.0
+    assert results["eval"]["best_f1"] == pytest.approx(200 / 3)
+    assert results["eval"]["f1"] == pytest.approx(100 / 3)  # tau 0 answers a and b
+    assert results["tuned_tau"] == -3.0  # below every null odds
+    assert results["tuned"]["f1"] == pytest.approx(200 / 3)
+    # a real optimum is kept as the official script reports it
+    official = {"best_f1_thresh": -1.5, "best_f1": 80.0, "NoAns_total": 2, "total": 3}
+    assert tune_tau(official, odds) == -1.5
+
+
 # -- post-processing ----------------------------------------------------------------------------
 
 
@@ -389,7 +415,7 @@ def test_end_to_end_tiny_model_v2_writes_official_files_and_tau(tmp_path, tokeni
     tuned = json.loads((out / "eval_results_tuned_tau.json").read_text())
     assert tuned["f1"] == pytest.approx(results["best_f1"])
     saved = json.loads((out / "model/config.json").read_text())
-    assert saved["null_score_diff_threshold"] == results["best_f1_thresh"]
+    assert saved["null_score_diff_threshold"] == tuned["tau"]
     assert saved["version_2_with_negative"] is True
     history = json.loads((out / "train_results.json").read_text())["log_history"]
     assert history[-1]["loss"] < history[0]["loss"]  # it learns something
