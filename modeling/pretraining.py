@@ -324,6 +324,21 @@ def _mix_seed(*parts: int) -> int:
     return int(np.random.SeedSequence([p & 0xFFFFFFFF for p in parts]).generate_state(1)[0])
 
 
+def collate_rows(dataset, indices: list[int], collator, seed: int) -> dict:
+    """Fetch rows ``indices`` of a pretraining dataset and collate (mask) them with a generator
+    seeded by ``seed``, so the masks depend on nothing else."""
+    import torch
+
+    columns = [c for c in dataset.column_names if c != "attention_mask"]
+    rows = dataset[indices]
+    examples = [dict(zip(columns, values)) for values in zip(*(rows[c] for c in columns))]
+    collator.generator = torch.Generator().manual_seed(seed)
+    try:
+        return collator(examples)
+    finally:
+        collator.generator = None
+
+
 class PhaseBatches:
     """Micro-batches of one phase for one process, as a map-style dataset (item ``k`` is
     micro-batch ``k % accumulation`` of step ``first_step + k // accumulation``), so a
@@ -349,7 +364,6 @@ class PhaseBatches:
         self.global_batch, self.accumulation = global_batch, accumulation
         self.num_processes, self.rank, self.seed = num_processes, rank, seed
         self.micro = global_batch // (num_processes * accumulation)
-        self.columns = [c for c in dataset.column_names if c != "attention_mask"]
 
     def __len__(self) -> int:
         return (self.num_steps - self.first_step) * self.accumulation
@@ -361,24 +375,11 @@ class PhaseBatches:
         return self.order.indices(start, self.micro)
 
     def __getitem__(self, k: int) -> dict:
-        import torch
-
         if not 0 <= k < len(self):
             raise IndexError(k)
-        rows = self.dataset[self.sample_indices(k)]
-        examples = [
-            dict(zip(self.columns, values)) for values in zip(*(rows[c] for c in self.columns))
-        ]
         step, m = divmod(k, self.accumulation)
-        gen = torch.Generator().manual_seed(
-            _mix_seed(self.seed, self.phase, step + self.first_step, m, self.rank)
-        )
-        self.collator.generator = gen
-        try:
-            batch = self.collator(examples)
-        finally:
-            self.collator.generator = None
-        return batch
+        seed = _mix_seed(self.seed, self.phase, step + self.first_step, m, self.rank)
+        return collate_rows(self.dataset, self.sample_indices(k), self.collator, seed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -739,8 +740,10 @@ class Meter:
         return out
 
 
-def measure_peak_flops(device, dtype=None, size: int | None = None, repeats: int = 3) -> float:
-    """Dense-matmul FLOP/s of this device and thread count: the MFU denominator."""
+def measure_peak_flops(device, dtype=None, size: int | None = None, repeats: int = 10) -> float:
+    """Dense-matmul FLOP/s of this device and thread count (best of ``repeats``): the MFU
+    denominator. On a shared machine it is measured under whatever load is there at start;
+    pass ``peak_flops`` for a fixed denominator."""
     import torch
 
     size = size or (8192 if device.type == "cuda" else 1024)
@@ -775,20 +778,12 @@ def unigram_baseline(dataset, collator, num_samples: int = 2000, seed: int = 0) 
     """MLM accuracy of always predicting the most frequent masked token (a floor to beat)."""
     import collections
 
-    import torch
-
     n = min(num_samples, len(dataset))
-    cols = [c for c in dataset.column_names if c != "attention_mask"]
-    rows = dataset[list(range(n))]
-    examples = [dict(zip(cols, values)) for values in zip(*(rows[c] for c in cols))]
-    collator.generator = torch.Generator().manual_seed(seed)
     counts: collections.Counter = collections.Counter()
-    try:
-        for i in range(0, n, 256):
-            labels = collator(examples[i : i + 256])["labels"]
-            counts.update(labels[labels != IGNORE_INDEX].tolist())
-    finally:
-        collator.generator = None
+    for i in range(0, n, 256):
+        batch = collate_rows(dataset, list(range(i, min(i + 256, n))), collator, seed + i)
+        labels = batch["labels"]
+        counts.update(labels[labels != IGNORE_INDEX].tolist())
     token, hits = counts.most_common(1)[0]
     return {
         "token_id": token,
@@ -928,7 +923,6 @@ def evaluate(accelerator, model, dataset, collator, args: PretrainingArguments) 
     rank, world = accelerator.process_index, accelerator.num_processes
     starts = list(range(0, n, bs))
     rounds = math.ceil(len(starts) / world)
-    cols = [c for c in dataset.column_names if c != "attention_mask"]
     meter = Meter(accelerator.device)
     net = model if _is_deepspeed(accelerator) else accelerator.unwrap_model(model)
     was_training = net.training
@@ -937,13 +931,8 @@ def evaluate(accelerator, model, dataset, collator, args: PretrainingArguments) 
         for r in range(rounds):
             b = r * world + rank
             start = starts[b] if b < len(starts) else 0
-            rows = dataset[list(range(start, min(start + bs, n)))]
-            examples = [dict(zip(cols, vals)) for vals in zip(*(rows[c] for c in cols))]
-            collator.generator = torch.Generator().manual_seed(_mix_seed(args.seed, 7919, start))
-            try:
-                batch = collator(examples)
-            finally:
-                collator.generator = None
+            indices = list(range(start, min(start + bs, n)))
+            batch = collate_rows(dataset, indices, collator, _mix_seed(args.seed, 7919, start))
             batch = {k: v.to(accelerator.device) for k, v in batch.items()}
             out = net(**batch)
             if b < len(starts):
@@ -1230,3 +1219,71 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
     if not results["ranks_identical"]:
         raise RuntimeError(f"processes ended with different weights: {fingerprints}")
     return results
+
+
+# --------------------------------------------------------------------------------------------
+# Curves
+# --------------------------------------------------------------------------------------------
+
+CURVE_COLUMNS = (
+    "step", "phase", "elapsed_seconds", "loss", "mlm_loss", "mlm_accuracy", "nsp_loss",
+    "nsp_accuracy", "learning_rate", "grad_norm", "tokens_per_second", "mfu", "eval_mlm_loss",
+    "eval_mlm_accuracy", "eval_nsp_accuracy",
+)  # fmt: skip
+
+
+def write_curves(
+    log_path: str | Path,
+    csv_path: str | Path,
+    png_path: str | Path | None = None,
+    baseline: float | None = None,
+) -> list[dict]:
+    """Turn a run's ``log.jsonl`` into a CSV (training and evaluation rows merged per step) and,
+    with matplotlib installed, a PNG of the MLM loss/accuracy and NSP accuracy curves."""
+    import csv
+
+    from . import atomic
+
+    rows: dict[int, dict] = {}
+    for line in Path(log_path).read_text().splitlines():
+        record = json.loads(line)
+        rows.setdefault(record["step"], {}).update(record)
+    table = [rows[s] for s in sorted(rows)]
+    with atomic.atomic_open(csv_path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CURVE_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(table)
+    if png_path is None:
+        return table
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def series(key):
+        pts = [(r["step"], r[key]) for r in table if r.get(key) is not None]
+        return [p[0] for p in pts], [p[1] for p in pts]
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for ax, keys, title in (
+        (axes[0], ("mlm_loss", "eval_mlm_loss"), "MLM loss"),
+        (axes[1], ("mlm_accuracy", "eval_mlm_accuracy"), "MLM accuracy"),
+        (axes[2], ("nsp_accuracy", "eval_nsp_accuracy"), "NSP accuracy"),
+    ):
+        for key, style in zip(keys, ("-", "o-")):
+            x, y = series(key)
+            if x:
+                ax.plot(x, y, style, label=key, markersize=3)
+        if title == "MLM accuracy" and baseline is not None:
+            ax.axhline(baseline, color="gray", linestyle="--", label="unigram baseline")
+        switches = [r["step"] for a, r in zip(table, table[1:]) if a.get("phase") != r.get("phase")]
+        for s in switches:
+            ax.axvline(s, color="red", linestyle=":", label="phase switch")
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    Path(png_path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=90)
+    plt.close(fig)
+    return table

@@ -295,10 +295,13 @@ def test_full_run_logs_metrics(full_run):
 def test_max_time_saves_a_checkpoint_and_stops(tiny_data, tmp_path):
     from modeling.pretraining import pretrain
 
-    result = pretrain(_args(tiny_data, tmp_path, max_time="0s"))
+    result = pretrain(
+        _args(tiny_data, tmp_path, max_time="0s", report_to=["tensorboard"], run_name="tb")
+    )
     assert result["stop_reason"] == "max_time" and result["step"] == 1
     assert (tmp_path / "checkpoint-0000001" / "state").is_dir()
     assert not (tmp_path / "model").exists()  # only a finished run writes output_dir/model
+    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))  # the tensorboard tracker
 
 
 def test_batch_not_divisible_fails_at_start(tiny_data, tmp_path):
