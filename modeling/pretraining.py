@@ -542,6 +542,8 @@ def check_data_paths(args: PretrainingArguments) -> None:
 
 def resolve_data(args: PretrainingArguments, accelerator=None) -> list[Path]:
     """Each phase's prepared data folder; raw text is converted (on the main process)."""
+    from .pretraining_data import load_metadata
+
     check_data_paths(args)
     folders: list[Path] = []
     lengths = args.per_phase("max_seq_length")
@@ -554,8 +556,8 @@ def resolve_data(args: PretrainingArguments, accelerator=None) -> list[Path]:
         files = sorted(glob.glob(entry))
         target = Path(args.output_dir) / "data" / f"phase{i}-{lengths[i]}"
         folders.append(target)
-        if _is_prepared(target):
-            continue
+        if _is_prepared(target) and load_metadata(target)["inputs"] == files:
+            continue  # converted by an earlier run (e.g. the one being resumed)
         is_main = accelerator is None or accelerator.is_main_process
         if is_main:
             tokenizer = tokenizer or _train_tokenizer(files, args)
@@ -990,6 +992,8 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
             accelerator.num_processes * p0.accumulation
         )
         ds["gradient_accumulation_steps"] = p0.accumulation
+        if ds.get("gradient_clipping") == "auto":
+            ds["gradient_clipping"] = args.max_grad_norm
     model, optimizer = accelerator.prepare(model, optimizer)
     accelerator.register_for_checkpointing(scheduler)
     config = accelerator.unwrap_model(model).config
@@ -1131,6 +1135,9 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
                         grad_norm = norm.detach() if torch.is_tensor(norm) else torch.tensor(norm)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
+                if deepspeed and accelerator.sync_gradients:  # DeepSpeed clips inside its step
+                    norm = model.get_global_grad_norm()
+                    grad_norm = torch.tensor(float(norm if norm is not None else 0.0))
             meter.add(out, batch)
             if not accelerator.sync_gradients:
                 continue

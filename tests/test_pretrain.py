@@ -415,3 +415,29 @@ def test_recipes_parse_with_the_papers_settings():
     for model in ("bert-tiny", "bert-mini"):
         (args,) = parse_args([PretrainingArguments], ["--config", f"recipes/{model}/pretrain.yaml"])
         assert args.num_phases == 2 and args.per_phase("phase_fractions") == [0.9, 0.1]
+
+
+def test_raw_text_is_converted_on_the_fly(tmp_path):
+    from modeling import BertForPreTraining
+    from modeling.pretraining import PretrainingArguments, pretrain
+    from modeling.pretraining_data import load_metadata
+
+    args = PretrainingArguments(
+        **dict(
+            TINY,
+            train_data=[str(CORPUS)],
+            max_seq_length=[64],
+            tokenizer_vocab_size=500,
+            num_validation_docs=2,
+            max_steps=2,
+            train_batch_size=[4],
+            output_dir=str(tmp_path),
+        )
+    )
+    result = pretrain(args)
+    assert result["step"] == 2
+    meta = load_metadata(tmp_path / "data" / "phase0-64")
+    assert meta["inputs"] == [str(CORPUS)] and meta["max_seq_length"] == 64
+    assert meta["summary"]["splits"]["validation"]["documents"] == 2
+    model = BertForPreTraining.from_pretrained(str(tmp_path / "model"))
+    assert model.config.vocab_size == meta["vocab_size"] <= 500
