@@ -766,6 +766,17 @@ def measure_peak_flops(device, dtype=None, size: int | None = None, repeats: int
     return 2 * size**3 / best
 
 
+def _matmul_dtype(accelerator):
+    """The dtype the model's matmuls run in (mixed precision only on GPUs)."""
+    import torch
+
+    if accelerator.device.type != "cuda":
+        return torch.float32
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(
+        accelerator.mixed_precision, torch.float32
+    )
+
+
 def batch_flops(config, batch: dict) -> float:
     """Training FLOPs of one micro-batch (3x forward: forward + backward)."""
     from . import forward_flops_per_token
@@ -1026,12 +1037,7 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
     if args.report_to:
         accelerator.init_trackers(args.run_name or out_dir.name, config=_flat_config(args))
 
-    peak = args.peak_flops or measure_peak_flops(
-        accelerator.device,
-        torch.bfloat16 if accelerator.mixed_precision == "bf16" and accelerator.device.type == "cuda"
-        else torch.float16 if accelerator.mixed_precision == "fp16" and accelerator.device.type == "cuda"
-        else torch.float32,
-    )  # fmt: skip
+    peak = args.peak_flops or measure_peak_flops(accelerator.device, _matmul_dtype(accelerator))
     checkpointer = Checkpointer(accelerator, model, tokenizer, args)
     from tqdm.auto import tqdm
 
@@ -1212,6 +1218,11 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
         "last_log": next((r for r in reversed(log_history) if "loss" in r), None),
         "last_eval": next((r for r in reversed(log_history) if "eval_loss" in r), None),
     }
+    if eval_sets[0] is not None and accelerator.is_main_process:
+        # the floor an MLM accuracy must beat: always answering the commonest masked token
+        results["unigram_baseline"] = unigram_baseline(
+            eval_sets[0], build_collator(args, tokenizer, phases[0]), args.max_eval_samples
+        )
     if stop_reason == "max_steps" and accelerator.is_main_process:
         # the final save_pretrained folder at a fixed place: output_dir/model
         final_src = out_dir / f"checkpoint-{step:07d}" / "model"

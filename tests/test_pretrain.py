@@ -290,6 +290,7 @@ def test_full_run_logs_metrics(full_run):
     assert train[0]["learning_rate"] == 0.0  # bert schedule: step 0 of the warmup
     assert result["last_eval"]["eval_mlm_accuracy"] >= 0
     assert result["ranks_identical"] and result["num_processes"] == 1
+    assert 0 < result["unigram_baseline"]["accuracy"] < 0.5
 
 
 def test_max_time_saves_a_checkpoint_and_stops(tiny_data, tmp_path):
