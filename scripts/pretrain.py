@@ -12,21 +12,15 @@ hyper-parameter; flags override it; ``--help`` lists them. The loop lives in
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
+import logging
+import os
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from modeling.cli import UsageError, main_guard, parse_args  # noqa: E402
-from modeling.pretraining import PretrainingArguments  # noqa: E402
+from modeling.cli import UsageError, main_guard, parse_args
+from modeling.pretraining import PretrainingArguments
 
 
 def main(argv=None) -> None:
     (args,) = parse_args([PretrainingArguments], argv, description=__doc__.split("\n\n")[0])
-    import logging
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO
@@ -38,7 +32,7 @@ def main(argv=None) -> None:
         results = pretrain(args)
     except PretrainingDataError as err:
         raise UsageError(str(err)) from None
-    if results.get("num_processes", 1) and os.environ.get("RANK", "0") == "0":
+    if os.environ.get("RANK", "0") == "0":
         print(json.dumps({k: v for k, v in results.items() if k != "param_fingerprints"}, indent=1))
 
 
