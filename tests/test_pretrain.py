@@ -442,3 +442,21 @@ def test_raw_text_is_converted_on_the_fly(tmp_path):
     assert meta["summary"]["splits"]["validation"]["documents"] == 2
     model = BertForPreTraining.from_pretrained(str(tmp_path / "model"))
     assert model.config.vocab_size == meta["vocab_size"] <= 500
+
+
+def test_sentence_task_none_has_no_nsp_metrics(tiny_data, tmp_path):
+    """RoBERTa-style packed data (no next_sentence_label): MLM only, no NSP columns."""
+    from modeling.pretraining import pretrain
+    from modeling.pretraining_data import create_pretraining_data
+
+    data = tmp_path / "packed"
+    create_pretraining_data(
+        [CORPUS], data, str(tiny_data / "tok"), max_seq_length=64, sentence_task="none",
+        num_validation_docs=2, progress=False,
+    )  # fmt: skip
+    args = _args(tiny_data, tmp_path / "out", train_data=[str(data)], phase_fractions=[1.0],
+                 max_steps=3, train_batch_size=[4], gradient_accumulation_steps=[1])  # fmt: skip
+    result = pretrain(args)
+    last = result["last_log"]
+    assert last["loss"] == pytest.approx(last["mlm_loss"])
+    assert "nsp_accuracy" not in last and "eval_nsp_accuracy" not in result["last_eval"]
