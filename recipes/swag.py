@@ -48,6 +48,10 @@ class SwagDataArguments:
     synthetic_eval: int = field(
         default=0, metadata={"help": "generate N dev examples of the synthetic task"}
     )
+    synthetic_task: str = field(
+        default="binding",
+        metadata={"help": "copy (one object) or binding (two)", "choices": ["copy", "binding"]},
+    )
     max_seq_length: int = field(default=128, metadata={"help": "pieces per (context, ending)"})
 
     def __post_init__(self):
@@ -129,9 +133,11 @@ def load_hub_swag(name: str, config: str, split: str) -> list[SwagExample]:
     return [_example(dict(r), f"{name}/{split}[{i}]", str(i)) for i, r in enumerate(data)]
 
 
-# A generated task: two objects with colours; which colour does the named one have? Reading the
-# endings alone gives 25%; picking any colour the context mentions gives 50%; only binding the
-# colour to the right object gives 100%.
+# Generated tasks. "copy": one object and its colour; the right ending repeats the colour
+# (reading the endings alone gives 25%). "binding": two objects with colours; which colour does
+# the named one have? Picking any colour the context mentions gives 50%; only binding the colour
+# to the right object gives 100%.
+SYNTHETIC_TASKS = ("copy", "binding")
 _NOUNS = (
     "car door ball cup hat box lamp chair bike kite shirt boat bag fence book "
     "bottle coat tent house truck"
@@ -139,9 +145,12 @@ _NOUNS = (
 _COLOURS = "red blue green yellow black white orange purple pink brown grey".split()
 
 
-def synthetic_swag(n: int, seed: int = 0) -> list[SwagExample]:
-    """``sent1`` "The car is red and the cup is blue.", ``sent2`` "The cup is"; the endings are
-    four colours: the cup's, the car's and two others, in random order."""
+def synthetic_swag(n: int, seed: int = 0, task: str = "binding") -> list[SwagExample]:
+    """binding: ``sent1`` "The car is red and the cup is blue.", ``sent2`` "The cup is"; the
+    endings are four colours: the cup's, the car's and two others, in random order.
+    copy: ``sent1`` "The cup is blue.", the same ``sent2``, the cup's colour and three others."""
+    if task not in SYNTHETIC_TASKS:
+        raise ValueError(f"synthetic task must be one of {SYNTHETIC_TASKS}, got {task!r}")
     rng = random.Random(seed)
     examples = []
     for i in range(n):
@@ -152,7 +161,9 @@ def synthetic_swag(n: int, seed: int = 0) -> list[SwagExample]:
         examples.append(
             SwagExample(
                 id=f"synthetic-{seed}-{i}",
-                context=f"The {first} is {colours[1]} and the {second} is {colours[0]}."
+                context=f"The {second} is {colours[0]}."
+                if task == "copy"
+                else f"The {first} is {colours[1]} and the {second} is {colours[0]}."
                 if rng.random() < 0.5
                 else f"The {second} is {colours[0]} and the {first} is {colours[1]}.",
                 start=f"The {second} is",
@@ -233,7 +244,11 @@ def _load_split(data_args: SwagDataArguments, which: str, seed: int) -> list[Swa
     synthetic = {"train": data_args.synthetic_train, "validation": data_args.synthetic_eval}
     if synthetic.get(which):
         # disjoint seeds: the dev examples are never training examples' twins by construction
-        return synthetic_swag(synthetic[which], seed=seed + (0 if which == "train" else 10_000))
+        return synthetic_swag(
+            synthetic[which],
+            seed=seed + (0 if which == "train" else 10_000),
+            task=data_args.synthetic_task,
+        )
     path = getattr(data_args, f"{which}_file")
     if path:
         return read_swag_file(path)

@@ -124,6 +124,11 @@ def test_synthetic_task_needs_the_context():
         mentioned = [x for x in e.endings if x.rstrip(".") in e.context]
         assert len(mentioned) == 2  # the other object's colour is a distractor
     assert synthetic_swag(5, seed=3)[0] == examples[0]
+    copy = synthetic_swag(20, seed=3, task="copy")
+    for e in copy:
+        assert [x for x in e.endings if x.rstrip(".") in e.context] == [e.endings[e.label]]
+    with pytest.raises(ValueError, match="synthetic task"):
+        synthetic_swag(1, task="other")
 
 
 @pytest.mark.slow
