@@ -156,6 +156,9 @@ def load_model(model_cls, model_args: ModelArguments, **config_overrides):
 def load_tokenizer(model_args: ModelArguments):
     from transformers import AutoTokenizer
 
+    import modeling
+
+    modeling.register_auto_classes()  # so that AutoTokenizer reads our config.json as ours
     name = model_args.tokenizer_name or model_args.model_name_or_path
     tokenizer = AutoTokenizer.from_pretrained(name)
     if len(tokenizer) < 10 or tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:

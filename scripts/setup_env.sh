@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-EXTRAS=${EXTRAS:-test,deepspeed}
+EXTRAS=${EXTRAS-test,deepspeed}  # EXTRAS= (empty) installs no extras
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
@@ -18,5 +18,5 @@ PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   "${PIP[@]}" "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 fi
-"${PIP[@]}" -e ".[${EXTRAS}]"
+"${PIP[@]}" -e ".${EXTRAS:+[$EXTRAS]}"
 .venv/bin/python -c "import torch, transformers; print(f'torch {torch.__version__}, transformers {transformers.__version__}')"
