@@ -331,6 +331,16 @@ def train(
                 progress.set_postfix(
                     loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_second']:.0f}"
                 )
+                if progress.disable and accelerator.is_main_process:
+                    logger.info(
+                        "step %d/%d epoch %.2f loss %.4f lr %.2e %.0f tokens/s",
+                        step,
+                        total_steps,
+                        record["epoch"],
+                        record["loss"],
+                        record["learning_rate"],
+                        record["tokens_per_second"],
+                    )
                 if args.report_to:
                     accelerator.log(
                         {f"train/{k}": v for k, v in record.items() if k != "step"}, step=step
