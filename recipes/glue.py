@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import logging
 import shutil
 import zipfile
@@ -33,6 +32,7 @@ from modeling import atomic
 from modeling.cli import UsageError
 
 from .arguments import ModelArguments, TrainingArguments
+from .data_files import iter_json_values
 
 logger = logging.getLogger(__name__)
 
@@ -355,25 +355,12 @@ def read_records_file(task: GlueTask, path: str | Path, labelled: bool | None = 
                     raise GlueDataError(f"{path}:{reader.line_num}: wrong number of fields")
                 records.append((record, f"{path}:{reader.line_num}"))
     elif path.suffix in (".json", ".jsonl"):
-        text = path.read_text(encoding="utf-8-sig")
-        decoder, pos, line = json.JSONDecoder(), 0, 1
-        while True:
-            while pos < len(text) and text[pos].isspace():
-                line += text[pos] == "\n"
-                pos += 1
-            if pos >= len(text):
-                break
-            try:
-                value, end = decoder.raw_decode(text, pos)
-            except json.JSONDecodeError as err:
-                raise GlueDataError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+        for value, line in iter_json_values(path, GlueDataError):
             items = value if isinstance(value, list) else value.get("data", [value])
             for item in items:
                 if not isinstance(item, dict):
                     raise GlueDataError(f"{path}:{line}: expected an object, got {item!r:.60}")
                 records.append((item, f"{path}:{line}"))
-            line += text.count("\n", pos, end)
-            pos = end
     elif path.suffix == ".tsv":
         return read_glue_tsv(task, path, labelled)
     else:

@@ -16,7 +16,6 @@ are scored with :mod:`recipes.ner_metrics` (conlleval).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -26,6 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from modeling.cli import UsageError
+
+from .data_files import iter_json_values
 
 logger = logging.getLogger(__name__)
 
@@ -193,19 +194,8 @@ def read_conll(path: str | Path, tag_scheme: str = "iob1", tag_column: int = -1)
 def read_json_records(path: str | Path) -> list[dict]:
     """Read JSON records: JSON lines, a JSON list, or concatenated pretty-printed objects (the
     ``datasets`` fixtures). Raises ``UsageError`` naming the file and the line of a bad record."""
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    decoder = json.JSONDecoder()
-    records, index = [], 0
-    while True:
-        while index < len(text) and text[index].isspace():
-            index += 1
-        if index >= len(text):
-            break
-        try:
-            value, index = decoder.raw_decode(text, index)
-        except json.JSONDecodeError as err:
-            raise UsageError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+    records = []
+    for value, _ in iter_json_values(path):
         records.extend(value if isinstance(value, list) else [value])
     for number, record in enumerate(records):
         if not isinstance(record, dict):
