@@ -43,7 +43,9 @@ def make_pairs(docs: list[list[str]], rng: random.Random) -> list[tuple[int, str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("corpus", type=Path)
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--seed", type=int, default=0)
