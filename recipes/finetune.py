@@ -239,6 +239,14 @@ class TrainResult:
     train_tokens_per_second: float
     log_history: list[dict]
 
+    def summary(self) -> dict[str, float]:
+        """The figures a recipe reports beside its dev metrics."""
+        return {
+            "train_loss": self.train_loss,
+            "train_runtime": self.train_runtime,
+            "train_tokens_per_second": self.train_tokens_per_second,
+        }
+
 
 def train(
     model: torch.nn.Module,

@@ -736,12 +736,7 @@ def run(
         metrics: dict[str, float] = {}
         if train_features is not None:
             result = train(model, train_features, run_args)
-            metrics.update(
-                train_loss=result.train_loss,
-                train_runtime=result.train_runtime,
-                train_samples=len(train_features),
-                train_tokens_per_second=result.train_tokens_per_second,
-            )
+            metrics.update(result.summary(), train_samples=len(train_features))
             write_results(out_dir, "train_results.json", dataclasses.asdict(result))
         model = getattr(model, "module", model)
         if eval_sets:

@@ -557,10 +557,8 @@ def run(model_args, data_args: NerDataArguments, train_args) -> dict:
         if args.do_train:
             trained = train(model, train_features, args)
             results["train"] = {
-                "train_loss": trained.train_loss,
-                "train_runtime": trained.train_runtime,
+                **trained.summary(),
                 "steps": trained.steps,
-                "train_tokens_per_second": trained.train_tokens_per_second,
                 "train_windows": len(train_features),
                 "train_sentences": len(train_sents),
             }

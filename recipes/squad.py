@@ -837,12 +837,7 @@ def run(
         metrics: dict[str, float] = {}
         if train_features is not None:
             result = train(model, train_features, run_args, label_keys=LABEL_KEYS)
-            metrics.update(
-                train_loss=result.train_loss,
-                train_runtime=result.train_runtime,
-                train_windows=len(train_features),
-                train_tokens_per_second=result.train_tokens_per_second,
-            )
+            metrics.update(result.summary(), train_windows=len(train_features))
             write_results(out_dir, "train_results.json", dataclasses.asdict(result))
         model = getattr(model, "module", model)
         extra = {
