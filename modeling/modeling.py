@@ -19,7 +19,7 @@ What is different is speed, never the math:
   meaningless values a padded computation leaves there.
 
 This file is copied into checkpoints saved with ``save_pretrained(..., remote_code=True)``, so
-it imports only torch, transformers and its sibling ``configuration.py``.
+it imports only torch, transformers and its siblings ``configuration.py`` and ``constants.py``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ try:  # transformers >= 5: initialisers that leave loaded weights untouched
 except ImportError:  # pragma: no cover - older transformers
     init = nn.init
 
-IGNORE_INDEX = -100
+from .constants import IGNORE_INDEX
 
 # Written into config.json by save_pretrained(remote_code=True): the Auto classes then find the
 # classes in the copied source files, without this package installed.
@@ -436,7 +436,7 @@ class BertPreTrainedModel(PreTrainedModel):
         super().save_pretrained(save_directory, *args, **kwargs)
         if remote_code:
             here = Path(__file__).resolve().parent
-            for name in ("modeling.py", "configuration.py"):
+            for name in ("modeling.py", "configuration.py", "constants.py"):
                 shutil.copyfile(here / name, Path(save_directory) / name)
 
 

@@ -61,7 +61,7 @@ from .cli import UsageError
 
 logger = logging.getLogger(__name__)
 
-IGNORE_INDEX = -100
+from .constants import IGNORE_INDEX
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 TRAINER_STATE = "trainer_state.json"
 OPTIMIZERS = ("adamw", "adamw_bert", "lamb")

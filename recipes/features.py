@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-IGNORE_INDEX = -100
+from modeling.constants import IGNORE_INDEX
 
 
 # --------------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from .arguments import ModelArguments, TrainingArguments
 
 logger = logging.getLogger(__name__)
 
-IGNORE_INDEX = -100
+from modeling.constants import IGNORE_INDEX
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 

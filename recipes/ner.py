@@ -30,7 +30,7 @@ from .data_files import iter_json_values
 
 logger = logging.getLogger(__name__)
 
-IGNORE_INDEX = -100
+from modeling.constants import IGNORE_INDEX
 TAG_SCHEMES = ("iob1", "iob2", "iobes", "bilou")
 _PREFIXES = {"iob1": "BI", "iob2": "BI", "iobes": "BIES", "bilou": "BILU"}
 
