@@ -58,10 +58,10 @@ from pathlib import Path
 from typing import Any
 
 from .cli import UsageError
+from .constants import IGNORE_INDEX
 
 logger = logging.getLogger(__name__)
 
-from .constants import IGNORE_INDEX
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 TRAINER_STATE = "trainer_state.json"
 OPTIMIZERS = ("adamw", "adamw_bert", "lamb")

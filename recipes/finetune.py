@@ -35,12 +35,12 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from modeling import atomic
+from modeling.constants import IGNORE_INDEX
 
 from .arguments import ModelArguments, TrainingArguments
 
 logger = logging.getLogger(__name__)
 
-from modeling.constants import IGNORE_INDEX
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 

@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from modeling.cli import UsageError
+from modeling.constants import IGNORE_INDEX
 
 from .data_files import iter_json_values
 
 logger = logging.getLogger(__name__)
 
-from modeling.constants import IGNORE_INDEX
 TAG_SCHEMES = ("iob1", "iob2", "iobes", "bilou")
 _PREFIXES = {"iob1": "BI", "iob2": "BI", "iobes": "BIES", "bilou": "BILU"}
 
