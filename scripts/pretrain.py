@@ -16,7 +16,7 @@ import logging
 import os
 
 from modeling.cli import UsageError, main_guard, parse_args
-from modeling.pretraining import PretrainingArguments
+from modeling.pretraining_args import PretrainingArguments
 
 
 def main(argv=None) -> None:
