@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from .constants import IGNORE_INDEX
 from .corpus import CorpusError, CorpusStats, read_documents
 
 __all__ = [
@@ -471,7 +472,7 @@ def _build_split(corpus, docs, cfg, tokenizer, collator, num_proc, progress, des
         summary["next_sentence_label_0_share"] = float((nsp == 0).mean())
     if collator is not None:
         labels = np.concatenate([p["labels"] for p in parts])
-        summary["masked_share_of_tokens"] = float((labels != -100).mean())
+        summary["masked_share_of_tokens"] = float((labels != IGNORE_INDEX).mean())
     return table, summary
 
 
