@@ -16,7 +16,7 @@ import logging
 import os
 
 from modeling.cli import UsageError, main_guard, parse_args
-from modeling.pretraining import PretrainingArguments
+from modeling.pretraining_args import PretrainingArguments
 
 
 def main(argv=None) -> None:
@@ -25,12 +25,13 @@ def main(argv=None) -> None:
     logging.basicConfig(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO
     )
+    from modeling.corpus import CorpusError
     from modeling.pretraining import pretrain
     from modeling.pretraining_data import PretrainingDataError
 
     try:
         results = pretrain(args)
-    except PretrainingDataError as err:
+    except (PretrainingDataError, CorpusError) as err:
         raise UsageError(str(err)) from None
     if os.environ.get("RANK", "0") == "0":
         print(json.dumps({k: v for k, v in results.items() if k != "param_fingerprints"}, indent=1))

@@ -34,29 +34,8 @@ TINY = dict(
 )
 
 
-@pytest.fixture(scope="session")
-def tiny_data(tmp_path_factory):
-    """A 600-entry WordPiece tokenizer and two phases of NSP data (lengths 64 and 128)."""
-    from modeling.pretraining_data import create_pretraining_data
-    from modeling.tokenizer_training import train_wordpiece
-
-    root = tmp_path_factory.mktemp("pretrain_data")
-    train_wordpiece([CORPUS], root / "tok", vocab_size=600, min_frequency=1)
-    for length in (64, 128):
-        create_pretraining_data(
-            [CORPUS],
-            root / f"d{length}",
-            str(root / "tok"),
-            max_seq_length=length,
-            dupe_factor=3,
-            num_validation_docs=2,
-            progress=False,
-        )
-    return root
-
-
 def _args(tiny_data, out, **kw):
-    from modeling.pretraining import PretrainingArguments
+    from modeling.pretraining_args import PretrainingArguments
 
     base = dict(
         TINY,
@@ -85,7 +64,7 @@ def _weights(folder):
 
 # ------------------------------------------------------------------------------------ pure parts
 def test_bert_schedule_matches_reference_formula():
-    from modeling.pretraining import lr_factor
+    from modeling.optim import lr_factor
 
     # Google optimization.py: warmup step/warmup, then polynomial decay 1 - step/total
     assert lr_factor(0, "bert", 10, 100) == 0.0
@@ -99,7 +78,7 @@ def test_bert_schedule_matches_reference_formula():
 
 
 def test_phase_steps_and_validation(tiny_data, tmp_path):
-    from modeling.pretraining import PretrainingArguments, parse_duration
+    from modeling.pretraining_args import PretrainingArguments, parse_duration
 
     args = _args(tiny_data, tmp_path, max_steps=1_000_000, phase_fractions=[0.9, 0.1])
     assert args.phase_steps() == [900_000, 100_000]
@@ -115,7 +94,7 @@ def test_phase_steps_and_validation(tiny_data, tmp_path):
 
 
 def test_sample_order_is_indexed_by_position():
-    from modeling.pretraining import SampleOrder
+    from modeling.phases import SampleOrder
 
     order = SampleOrder(10, seed=5)
     stream = order.indices(0, 35)
@@ -129,7 +108,7 @@ def test_sample_order_is_indexed_by_position():
 
 
 def test_micro_batches_partition_each_global_batch(tiny_data):
-    from modeling.pretraining import PhaseBatches, SampleOrder
+    from modeling.phases import PhaseBatches, SampleOrder
     from modeling.pretraining_data import load_pretraining_dataset
 
     ds = load_pretraining_dataset(tiny_data / "d64")
@@ -149,9 +128,8 @@ def test_micro_batches_partition_each_global_batch(tiny_data):
 def test_lamb_and_google_adam_one_step_by_hand():
     import torch
 
-    from modeling.pretraining import _optimizer_class
+    from modeling.optim import Lamb as lamb_cls
 
-    lamb_cls = _optimizer_class()
     p0 = torch.tensor([3.0, -4.0])
     g = torch.tensor([0.5, 1.0])
     lr, wd, eps, b1, b2 = 0.1, 0.01, 1e-6, 0.9, 0.999
@@ -179,7 +157,8 @@ def test_lamb_and_google_adam_one_step_by_hand():
 
 
 def test_optimizer_groups_skip_decay_on_bias_and_layernorm(tiny_data, tmp_path):
-    from modeling.pretraining import build_model, build_optimizer
+    from modeling.optim import build_optimizer
+    from modeling.pretraining import build_model
 
     args = _args(tiny_data, tmp_path, optim="lamb", weight_decay=0.01)
     model = build_model(args, 600, 0)
@@ -209,7 +188,8 @@ def full_run(tiny_data, tmp_path_factory):
 def test_interrupt_and_resume_equals_uninterrupted(tiny_data, full_run, tmp_path):
     """Stop at step 3 (phase 1, mid-accumulation schedule) and at step 5 (phase 2), resume
     with 'latest' each time: losses and final weights equal the uninterrupted run."""
-    from modeling.pretraining import list_checkpoints, pretrain
+    from modeling.checkpointing import list_checkpoints
+    from modeling.pretraining import pretrain
 
     full_out, full_result = full_run
     assert full_result["step"] == 8 and full_result["stop_reason"] == "max_steps"
@@ -320,7 +300,7 @@ def test_unigram_baseline_counts_masked_tokens(tiny_data):
     from transformers import AutoTokenizer
 
     from modeling.collators import build_collator
-    from modeling.pretraining import unigram_baseline
+    from modeling.meters import unigram_baseline
     from modeling.pretraining_data import load_pretraining_dataset
 
     ds = load_pretraining_dataset(tiny_data / "d64")
@@ -374,7 +354,7 @@ def test_two_cpu_processes_through_accelerate_launch(tiny_data, tmp_path):
     assert last < first - 0.3, losses
     # the run's weights are the weights each rank held
     from modeling import BertForPreTraining
-    from modeling.pretraining import param_fingerprint
+    from modeling.checkpointing import param_fingerprint
 
     saved = BertForPreTraining.from_pretrained(str(tmp_path / "out" / "model"))
     assert param_fingerprint(saved) == fingerprints[0]
@@ -402,7 +382,7 @@ def test_bad_configuration_is_one_line(tmp_path, tiny_data):
 
 def test_recipes_parse_with_the_papers_settings():
     from modeling.cli import parse_args
-    from modeling.pretraining import PretrainingArguments
+    from modeling.pretraining_args import PretrainingArguments
 
     for model, (layers, hidden) in {"bert-base": (12, 768), "bert-large": (24, 1024)}.items():
         (args,) = parse_args([PretrainingArguments], ["--config", f"recipes/{model}/pretrain.yaml"])
