@@ -33,6 +33,10 @@
   norm, tokens/s and MFU (model FLOPs / measured dense-GEMM peak of the device) to
   ``output_dir/log.jsonl``, the progress bar, and wandb/tensorboard (``report_to``). Every
   ``eval_steps``, the same metrics on the held-out split of the current phase's data.
+* **Final model** (``output_dir/model``, when ``max_steps`` is reached): the last checkpoint's
+  ``model/`` plus this package's modeling source (``trust_remote_code=True`` picks our classes)
+  and a ``README.md`` model card (``modeling.pretraining_card``); ``push_to_hub`` uploads it
+  (``hub_model_id``, ``hub_private_repo``, ``hub_token``; checked before any work).
 * **Budget stops:** ``max_steps`` (the schedule length), ``max_time`` (wall clock; saves a
   checkpoint, then stops) and ``stop_at_step`` (stop with a checkpoint without shortening the
   schedule, e.g. for time-sliced cluster jobs).
@@ -191,6 +195,17 @@ class PretrainingArguments:
         metadata={"help": "device peak FLOP/s for MFU (0 = measure a dense matmul)"},
     )
     disable_tqdm: bool = field(default=False, metadata={"help": "no progress bar"})
+    # ---- Hub (the final output_dir/model always gets a README.md model card)
+    push_to_hub: bool = field(
+        default=False, metadata={"help": "upload output_dir/model to the Hub when the run ends"}
+    )
+    hub_model_id: str | None = field(
+        default=None, metadata={"help": "repository id (default: output_dir's folder name)"}
+    )
+    hub_private_repo: bool = field(default=False, metadata={"help": "create it private"})
+    hub_token: str | None = field(
+        default=None, metadata={"help": "default: env HF_TOKEN, then the saved login"}
+    )
 
     def __post_init__(self):
         self.validate()
@@ -257,6 +272,15 @@ class PretrainingArguments:
                 f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads "
                 f"{self.num_attention_heads}"
             )
+        if self.push_to_hub:
+            from .hub import check_push_settings, default_repo_id
+
+            self.hub_model_id = self.hub_model_id or default_repo_id(self.output_dir)
+            check_push_settings(self.hub_model_id, token=self.hub_token)
+
+    def public_dict(self) -> dict[str, Any]:
+        """The fields, without the Hub token (for logs, trackers, checkpoints, model cards)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "hub_token"}
 
     def phase_steps(self) -> list[int]:
         """Optimizer steps per phase (cumulative rounding, so they sum to max_steps)."""
@@ -891,7 +915,7 @@ class Checkpointer:
 
 def _flat_config(args: PretrainingArguments) -> dict:
     return {k: (str(v) if isinstance(v, (list, dict)) or v is None else v)
-            for k, v in dataclasses.asdict(args).items()}  # fmt: skip
+            for k, v in args.public_dict().items()}  # fmt: skip
 
 
 def _make_accelerator(args: PretrainingArguments, needs_unused: bool):
@@ -1069,7 +1093,7 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
             "train_seconds": elapsed_before + time.perf_counter() - t_loop,
             "num_processes": accelerator.num_processes,
             "log_history": log_history,
-            "args": dataclasses.asdict(args),
+            "args": args.public_dict(),
         }
 
     def record(values: dict) -> None:
@@ -1229,6 +1253,9 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
         with atomic.atomic_dir(out_dir / "model") as tmp:
             for f in final_src.iterdir():
                 shutil.copy2(f, tmp / f.name)
+            from .pretraining_card import finish_model_folder
+
+            finish_model_folder(tmp, args, results, phases)
     if accelerator.is_main_process:
         atomic.write_json(out_dir / "train_results.json", results)
     accelerator.wait_for_everyone()
@@ -1236,6 +1263,23 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
         accelerator.end_training()
     if not results["ranks_identical"]:
         raise RuntimeError(f"processes ended with different weights: {fingerprints}")
+    if args.push_to_hub and accelerator.is_main_process:
+        # last, once everything is saved: a failed upload loses nothing and can be redone
+        # with modeling.hub.push_to_hub(output_dir/model, hub_model_id)
+        if stop_reason != "max_steps":
+            logger.warning("not pushed: the run stopped (%s) before max_steps", stop_reason)
+        else:
+            from .hub import push_to_hub
+
+            results["hub_commit_url"] = push_to_hub(
+                out_dir / "model",
+                args.hub_model_id,
+                private=args.hub_private_repo,
+                token=args.hub_token,
+                commit_message=f"bert-toolkit pretraining, step {step}",
+            )
+            logger.info("pushed %s: %s", out_dir / "model", results["hub_commit_url"])
+            atomic.write_json(out_dir / "train_results.json", results)
     return results
 
 
