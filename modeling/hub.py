@@ -287,7 +287,7 @@ def write_model_card(
         size_rows.append(("tokenizer", tok["tokenizer_class"]))
     if "lowercase" in tok:
         size_rows.append(("lower-cased", "yes" if tok["lowercase"] else "no (cased)"))
-    if config.get("id2label") and architecture != "BertForPreTraining":
+    if config.get("id2label") and pipeline_tag in ("text-classification", "token-classification"):
         labels = [config["id2label"][k] for k in sorted(config["id2label"], key=int)]
         size_rows.append(("labels", labels))
 
