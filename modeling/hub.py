@@ -168,6 +168,10 @@ def _eval_result(item):
         return item
     if not isinstance(item, Mapping):
         raise TypeError(f"eval_results: expected a mapping or EvalResult, got {type(item)}")
+    item = dict(item)
+    value = item.get("metric_value")
+    if hasattr(value, "item"):  # numpy / torch scalars: plain numbers for the YAML
+        item["metric_value"] = value.item()
     try:
         return EvalResult(**item)
     except TypeError as err:

@@ -180,6 +180,19 @@ def test_question_answering_card_says_how_tau_applies(tmp_path):
     assert "The task it was fine-tuned for" in text  # the default intended use of a task model
 
 
+def test_card_takes_numpy_and_torch_scalars(tmp_path):
+    import numpy as np
+
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    results = [
+        {**EVAL[1], "metric_value": np.float32(0.5)},
+        {**EVAL[0], "metric_value": torch.tensor(0.25)},
+    ]
+    _, front = read_card(hub.write_model_card(tmp_path, model_name="m", eval_results=results))
+    metrics = front["model-index"][0]["results"][0]["metrics"]
+    assert [m["value"] for m in metrics] == [0.5, 0.25]
+
+
 def test_card_refuses_bad_input(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json"):
         hub.write_model_card(tmp_path)
