@@ -16,7 +16,6 @@ written.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import re
@@ -36,7 +35,7 @@ RESUME_FREE_FIELDS = frozenset({
     "output_dir", "overwrite_output_dir", "resume_from_checkpoint", "ignore_resume_mismatch",
     "save_steps", "save_total_limit", "max_time", "stop_at_step", "logging_steps", "eval_steps",
     "max_eval_samples", "per_device_eval_batch_size", "report_to", "run_name", "peak_flops",
-    "disable_tqdm", "dataloader_num_workers",
+    "disable_tqdm", "dataloader_num_workers", "push_to_hub", "hub_model_id", "hub_private_repo",
     "train_data",  # compared by content (data_signatures): moved data resumes exactly
 })  # fmt: skip
 # Fields even --ignore_resume_mismatch cannot change: the saved state would not fit.
@@ -131,7 +130,7 @@ def resume_mismatches(saved: dict, args: PretrainingArguments, facts: dict) -> l
     """``name: old -> new`` for every setting that differs from the checkpoint's and would make
     the resumed run differ from an uninterrupted one. ``facts``: what the launch decides
     (``num_processes``, ``mixed_precision``)."""
-    new, old, phases = dataclasses.asdict(args), saved["args"], args.num_phases
+    new, old, phases = args.public_dict(), saved["args"], args.num_phases
     out = []
     for name in new:
         a, b = _per_phase(old, name, phases), _per_phase(new, name, phases)

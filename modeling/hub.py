@@ -168,6 +168,10 @@ def _eval_result(item):
         return item
     if not isinstance(item, Mapping):
         raise TypeError(f"eval_results: expected a mapping or EvalResult, got {type(item)}")
+    item = dict(item)
+    value = item.get("metric_value")
+    if hasattr(value, "item"):  # numpy / torch scalars: plain numbers for the YAML
+        item["metric_value"] = value.item()
     try:
         return EvalResult(**item)
     except TypeError as err:
@@ -287,7 +291,7 @@ def write_model_card(
         size_rows.append(("tokenizer", tok["tokenizer_class"]))
     if "lowercase" in tok:
         size_rows.append(("lower-cased", "yes" if tok["lowercase"] else "no (cased)"))
-    if config.get("id2label") and architecture != "BertForPreTraining":
+    if config.get("id2label") and pipeline_tag in ("text-classification", "token-classification"):
         labels = [config["id2label"][k] for k in sorted(config["id2label"], key=int)]
         size_rows.append(("labels", labels))
 

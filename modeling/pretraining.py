@@ -15,6 +15,10 @@
 * ``meters``: losses, accuracies, tokens/s, MFU, curves.
 * ``checkpointing``: ``output_dir/checkpoint-<step>/`` (``resume_from_checkpoint: latest``
   picks the newest complete one).
+* ``pretraining_card``: the final ``output_dir/model`` (a run that reached ``max_steps``) gets
+  this package's modeling source (``trust_remote_code=True`` picks our classes) and a
+  ``README.md`` model card; ``push_to_hub`` uploads it (``hub_model_id``, ``hub_private_repo``,
+  ``hub_token``; checked before any work).
 
 Logging every ``logging_steps`` goes to ``output_dir/log.jsonl``, the progress bar and
 wandb/tensorboard (``report_to``); every ``eval_steps``, the same metrics on the held-out split of
@@ -30,7 +34,6 @@ starts (:func:`start_run`).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os
@@ -87,7 +90,7 @@ logger = logging.getLogger(__name__)
 
 def _flat_config(args: PretrainingArguments) -> dict:
     return {k: (str(v) if isinstance(v, (list, dict)) or v is None else v)
-            for k, v in dataclasses.asdict(args).items()}  # fmt: skip
+            for k, v in args.public_dict().items()}  # fmt: skip
 
 
 def _make_accelerator(args: PretrainingArguments, needs_unused: bool):
@@ -333,7 +336,7 @@ def trainer_state(args, accelerator, phases: list[Phase], step: int, log: RunLog
         "mixed_precision": accelerator.mixed_precision,
         "data_signatures": [p.signature for p in phases],
         "log_history": log.history,
-        "args": dataclasses.asdict(args),
+        "args": args.public_dict(),
     }
 
 
@@ -476,12 +479,13 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
         results["unigram_baseline"] = unigram_baseline(
             eval_sets[0], build_collator(args, tokenizer, phases[0]), args.max_eval_samples
         )
-    return finish(args, accelerator, model, log, results)
+    return finish(args, accelerator, model, log, results, phases)
 
 
-def finish(args, accelerator, model, log: RunLog, results: dict) -> dict[str, Any]:
+def finish(args, accelerator, model, log: RunLog, results: dict, phases) -> dict[str, Any]:
     """Check that every process holds the same weights, copy the last checkpoint's model to
-    ``output_dir/model`` (a finished run only), write ``train_results.json``."""
+    ``output_dir/model`` (a finished run only) with its model card and remote code, write
+    ``train_results.json``, push to the Hub when asked."""
     from accelerate.utils import gather_object
 
     out_dir, step = Path(args.output_dir), results["step"]
@@ -499,6 +503,9 @@ def finish(args, accelerator, model, log: RunLog, results: dict) -> dict[str, An
         with atomic.atomic_dir(out_dir / "model") as tmp:
             for f in final_src.iterdir():
                 shutil.copy2(f, tmp / f.name)
+            from .pretraining_card import finish_model_folder
+
+            finish_model_folder(tmp, args, results, phases)
     if accelerator.is_main_process:
         atomic.write_json(out_dir / "train_results.json", results)
     accelerator.wait_for_everyone()
@@ -506,4 +513,23 @@ def finish(args, accelerator, model, log: RunLog, results: dict) -> dict[str, An
         accelerator.end_training()
     if not results["ranks_identical"]:
         raise RuntimeError(f"processes ended with different weights: {fingerprints}")
+    if args.push_to_hub and accelerator.is_main_process:
+        # last, once everything is saved: a failed upload loses nothing and can be redone
+        # with modeling.hub.push_to_hub(output_dir/model, hub_model_id)
+        if results["stop_reason"] != "max_steps":
+            logger.warning(
+                "not pushed: the run stopped (%s) before max_steps", results["stop_reason"]
+            )
+        else:
+            from .hub import push_to_hub
+
+            results["hub_commit_url"] = push_to_hub(
+                out_dir / "model",
+                args.hub_model_id,
+                private=args.hub_private_repo,
+                token=args.hub_token,
+                commit_message=f"bert-toolkit pretraining, step {step}",
+            )
+            logger.info("pushed %s: %s", out_dir / "model", results["hub_commit_url"])
+            atomic.write_json(out_dir / "train_results.json", results)
     return results

@@ -6,8 +6,10 @@ lists with one entry per phase (a single entry applies to every phase).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 OPTIMIZERS = ("adamw", "adamw_bert", "lamb")
 SCHEDULES = ("bert", "linear")
@@ -143,6 +145,17 @@ class PretrainingArguments:
         metadata={"help": "device peak FLOP/s for MFU (0 = measure a dense matmul)"},
     )
     disable_tqdm: bool = field(default=False, metadata={"help": "no progress bar"})
+    # ---- Hub (the final output_dir/model always gets a README.md model card)
+    push_to_hub: bool = field(
+        default=False, metadata={"help": "upload output_dir/model to the Hub when the run ends"}
+    )
+    hub_model_id: str | None = field(
+        default=None, metadata={"help": "repository id (default: output_dir's folder name)"}
+    )
+    hub_private_repo: bool = field(default=False, metadata={"help": "create it private"})
+    hub_token: str | None = field(
+        default=None, metadata={"help": "default: env HF_TOKEN, then the saved login"}
+    )
 
     def __post_init__(self):
         self.validate()
@@ -209,6 +222,15 @@ class PretrainingArguments:
                 f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads "
                 f"{self.num_attention_heads}"
             )
+        if self.push_to_hub:
+            from .hub import check_push_settings, default_repo_id
+
+            self.hub_model_id = self.hub_model_id or default_repo_id(self.output_dir)
+            check_push_settings(self.hub_model_id, token=self.hub_token)
+
+    def public_dict(self) -> dict[str, Any]:
+        """The fields, without the Hub token (for logs, trackers, checkpoints, model cards)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "hub_token"}
 
     def phase_steps(self) -> list[int]:
         """Optimizer steps per phase (cumulative rounding, so they sum to max_steps)."""

@@ -25,7 +25,9 @@ def _full_id(repo_id: str) -> str:
     return repo_id if "/" in repo_id else f"{USER}/{repo_id}"
 
 
-def install(root: str | Path) -> Path:
+def install(root: str | Path, monkeypatch=None) -> Path:
+    """Patch the upload API (through pytest's ``monkeypatch`` when given, so it is undone after
+    the test); return ``root``."""
     from huggingface_hub import HfApi
     from huggingface_hub.hf_api import RepoUrl
     from huggingface_hub.utils import filter_repo_objects
@@ -76,9 +78,15 @@ def install(root: str | Path) -> Path:
         url = f"https://huggingface.co/{repo_id}/commit/0123abcd"
         return types.SimpleNamespace(commit_url=url, oid="0123abcd")
 
-    HfApi.create_repo = create_repo
-    HfApi.create_branch = create_branch
-    HfApi.upload_folder = upload_folder
+    for name, method in (
+        ("create_repo", create_repo),
+        ("create_branch", create_branch),
+        ("upload_folder", upload_folder),
+    ):
+        if monkeypatch is not None:
+            monkeypatch.setattr(HfApi, name, method)
+        else:
+            setattr(HfApi, name, method)
     return root
 
 

@@ -54,7 +54,9 @@ result = None
 """
 
 _EPILOGUE = """
-print(%(marker)r + json.dumps({"result": result, "warnings": _warnings}, default=str))
+def _plain(value):  # numpy / torch scalars (pipeline scores) as numbers
+    return value.item() if hasattr(value, "item") else str(value)
+print(%(marker)r + json.dumps({"result": result, "warnings": _warnings}, default=_plain))
 """
 
 

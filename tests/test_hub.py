@@ -180,6 +180,19 @@ def test_question_answering_card_says_how_tau_applies(tmp_path):
     assert "The task it was fine-tuned for" in text  # the default intended use of a task model
 
 
+def test_card_takes_numpy_and_torch_scalars(tmp_path):
+    import numpy as np
+
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    results = [
+        {**EVAL[1], "metric_value": np.float32(0.5)},
+        {**EVAL[0], "metric_value": torch.tensor(0.25)},
+    ]
+    _, front = read_card(hub.write_model_card(tmp_path, model_name="m", eval_results=results))
+    metrics = front["model-index"][0]["results"][0]["metrics"]
+    assert [m["value"] for m in metrics] == [0.5, 0.25]
+
+
 def test_card_refuses_bad_input(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json"):
         hub.write_model_card(tmp_path)
@@ -204,7 +217,7 @@ def test_push_uploads_the_folder_and_honours_private_revision_and_token(
     folder, _ = glue_folder
     hub.write_model_card(folder, model_name="m", eval_results=EVAL)
     (folder / ".model.safetensors.tmp-123").write_text("junk")  # a crashed write: not uploaded
-    root = fake_hub.install(tmp_path / "hub")
+    root = fake_hub.install(tmp_path / "hub", monkeypatch)
     monkeypatch.setenv("HF_TOKEN", "hf_env_token")
     url = hub.push_to_hub(folder, "bert-tiny-mrpc", private=True)
     assert url == "https://huggingface.co/user/bert-tiny-mrpc/commit/0123abcd"
@@ -257,3 +270,153 @@ def test_import_is_cheap():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------- scripts/pretrain.py --push_to_hub
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "recipes" / "bert-tiny" / "corpus.txt"
+TESTS = Path(__file__).resolve().parent
+PRETRAIN_FLAGS = [
+    "--train_data", str(CORPUS), "--max_seq_length", "64", "--tokenizer_vocab_size", "500",
+    "--num_validation_docs", "2", "--max_steps", "3", "--train_batch_size", "4",
+    "--hidden_size", "32", "--num_hidden_layers", "2", "--num_attention_heads", "2",
+    "--intermediate_size", "64", "--max_position_embeddings", "128", "--logging_steps", "1",
+    "--max_eval_samples", "16", "--per_device_eval_batch_size", "8", "--disable_tqdm",
+    "--save_steps", "0", "--peak_flops", "1e9",
+]  # fmt: skip
+
+
+def run_pretrain_script(argv, env_extra, hub_root=None, timeout=600):
+    """scripts/pretrain.py in a subprocess, its uploads captured by tests/fake_hub.py."""
+    lines = ["import runpy, sys", f"sys.path.insert(0, {str(TESTS)!r})"]
+    if hub_root is not None:
+        lines += ["import fake_hub", f"fake_hub.install({str(hub_root)!r})"]
+    lines += [
+        f"sys.argv = {['scripts/pretrain.py', *argv]!r}",
+        "runpy.run_path('scripts/pretrain.py', run_name='__main__')",
+    ]
+    code = "\n".join(lines)
+    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", **env_extra)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pushed_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pushed")
+    out, root = tmp / "run", tmp / "hub"
+    proc = run_pretrain_script(
+        [*PRETRAIN_FLAGS, "--output_dir", str(out), "--push_to_hub", "--hub_model_id",
+         "org/bert-test", "--hub_private_repo", "--hub_token", "hf_flag_token"],
+        # the check refuses to push in offline mode; the upload itself goes to fake_hub
+        env_extra=dict(HF_TOKEN="hf_env_token", HF_HUB_OFFLINE="0"),
+        hub_root=root,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, root
+
+
+def test_pretrain_push_uploads_model_tokenizer_card_and_remote_code(pushed_run):
+    out, root = pushed_run
+    results = json.loads((out / "train_results.json").read_text())
+    assert results["hub_commit_url"] == "https://huggingface.co/org/bert-test/commit/0123abcd"
+    create, upload = fake_hub.calls(root)
+    assert create["repo_id"] == "org/bert-test" and create["private"] is True
+    assert create["token"] == upload["token"] == "hf_flag_token"  # the flag wins over HF_TOKEN
+    uploaded = root / "org" / "bert-test" / "main"
+    names = sorted(p.name for p in uploaded.iterdir())
+    assert names == sorted(p.name for p in (out / "model").iterdir())
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+            "README.md", *REMOTE_CODE_FILES} <= set(names)  # fmt: skip
+    text, front = read_card(uploaded / "README.md")
+    assert front["pipeline_tag"] == "fill-mask" and front["library_name"] == "transformers"
+    _, evals = model_index_to_eval_results(front["model-index"])
+    by_name = {r.metric_name: r.metric_value for r in evals}
+    assert by_name["MLM accuracy"] == results["last_eval"]["eval_mlm_accuracy"]
+    assert by_name["NSP accuracy"] == results["last_eval"]["eval_nsp_accuracy"]
+    assert "| optimizer steps | 3 |" in text and "| hidden_size | 32 |" in text
+    assert f"built from {CORPUS}" in text
+    assert "--hub_private_repo --hub_token '***'" in text  # the command, token masked
+    # the token never lands in a file of the run or of the upload
+    for path in [*out.rglob("*"), *uploaded.rglob("*")]:
+        if path.is_file() and path.suffix in ("", ".json", ".jsonl", ".md", ".txt", ".py"):
+            assert "hf_flag_token" not in path.read_text(errors="replace"), path
+
+
+def test_pushed_pretraining_folder_runs_in_stock_pipelines(pushed_run):
+    """The demo's check on a tiny run: fill-mask in a Python without this package, stock BERT
+    by default, our classes with trust_remote_code."""
+    from stock_env import model_type_warnings, run_stock
+
+    folder = pushed_run[1] / "org" / "bert-test" / "main"
+    out = run_stock(
+        """
+        import transformers
+        from transformers import AutoModelForPreTraining, AutoTokenizer, pipeline
+        tokenizer = AutoTokenizer.from_pretrained(FOLDER)
+        fill = pipeline("fill-mask", model=FOLDER)("the [MASK] of the house .", top_k=2)
+        stock = AutoModelForPreTraining.from_pretrained(FOLDER)
+        fast = AutoModelForPreTraining.from_pretrained(FOLDER, trust_remote_code=True)
+        result = {"vocab": len(tokenizer), "fill": [r["token_str"] for r in fill],
+                  "stock": type(stock).__module__, "fast": type(fast).__module__}
+        """,
+        FOLDER=str(folder),
+    )
+    result = out["result"]
+    config = json.loads((folder / "config.json").read_text())
+    assert result["vocab"] == config["vocab_size"] and len(result["fill"]) == 2
+    assert result["stock"] == "transformers.models.bert.modeling_bert"
+    assert result["fast"].startswith("transformers_modules.")
+    assert not model_type_warnings(out["warnings"]), out["warnings"]
+
+
+def test_pretrain_push_without_token_fails_before_work(tmp_path):
+    env = dict(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="0")  # no saved login
+    proc = run_pretrain_script(
+        [*PRETRAIN_FLAGS, "--output_dir", str(tmp_path / "run"), "--push_to_hub"], env, timeout=120
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: PretrainingArguments: push_to_hub: no Hub token: set HF_TOKEN, pass "
+        "--hub_token, or run `hf auth login`"
+    ]
+    assert not (tmp_path / "run").exists()  # refused before any work
+    proc = run_pretrain_script(
+        [*PRETRAIN_FLAGS, "--output_dir", str(tmp_path / "run"), "--push_to_hub"],
+        dict(HF_TOKEN="hf_x", HF_HUB_OFFLINE="1"),
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "HF_HUB_OFFLINE=1 is set" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_failed_upload_keeps_the_model_card_and_results(tmp_path, monkeypatch):
+    from huggingface_hub import HfApi
+
+    from modeling.pretraining import PretrainingArguments, pretrain
+
+    fake_hub.install(tmp_path / "hub", monkeypatch)
+
+    def broken_upload(self, **kwargs):
+        raise ConnectionError("connection reset by peer")
+
+    monkeypatch.setattr(HfApi, "upload_folder", broken_upload)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_TOKEN", "hf_env_token")
+    args = PretrainingArguments(
+        train_data=[str(CORPUS)], max_seq_length=[64], tokenizer_vocab_size=500,
+        num_validation_docs=2, max_steps=2, train_batch_size=[4], hidden_size=32,
+        num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=128, max_eval_samples=16, disable_tqdm=True, save_steps=0,
+        peak_flops=1e9, output_dir=str(tmp_path / "run"), push_to_hub=True,
+    )  # fmt: skip
+    assert args.hub_model_id == "run"  # derived from output_dir, as transformers does
+    with pytest.raises(ConnectionError):
+        pretrain(args)
+    results = json.loads((tmp_path / "run" / "train_results.json").read_text())
+    assert results["step"] == 2 and "hub_commit_url" not in results
+    card = (tmp_path / "run" / "model" / "README.md").read_text()
+    assert "| optimizer steps | 2 |" in card  # ready for hub.push_to_hub once the network is back
