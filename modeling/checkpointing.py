@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .cli import UsageError
 from .pretraining_args import PretrainingArguments
+from .tokenizer_folder import save_tokenizer
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 TRAINER_STATE = "trainer_state.json"
@@ -189,7 +190,7 @@ def save_pretrained_folder(accelerator, model, tokenizer, target: Path) -> None:
     if accelerator.is_main_process:
         unwrapped = accelerator.unwrap_model(model)
         unwrapped.save_pretrained(str(target), state_dict=state_dict, safe_serialization=True)
-        tokenizer.save_pretrained(str(target))
+        save_tokenizer(tokenizer, target)
 
 
 def prune(root: Path, step: int, limit: int) -> list[Path]:

@@ -55,6 +55,7 @@ import numpy as np
 
 from .constants import IGNORE_INDEX
 from .corpus import CorpusError, CorpusStats, read_documents
+from .tokenizer_folder import save_tokenizer
 
 __all__ = [
     "PretrainingDataError",
@@ -617,7 +618,7 @@ def create_pretraining_data(
             summary["shards"] = num_shards
             summaries[split] = summary
             del table, ds
-        tokenizer.save_pretrained(str(tmp / "tokenizer"))
+        save_tokenizer(tokenizer, tmp / "tokenizer")
         elapsed = time.perf_counter() - t0
         train = summaries["train"]
         metadata = {

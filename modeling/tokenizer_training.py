@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .corpus import read_documents
+from .tokenizer_folder import as_bert_tokenizer, save_tokenizer
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -18,20 +19,18 @@ def _texts(files: Sequence[str | Path], input_format: str, text_field: str) -> I
             yield from doc
 
 
-def train_wordpiece(
+def train_wordpiece_backend(
     files: Sequence[str | Path],
-    output_dir: str | Path,
     vocab_size: int = 30522,
     min_frequency: int = 2,
     lowercase: bool = True,
     input_format: str = "auto",
     text_field: str = "text",
-    model_max_length: int = 512,
 ):
-    """Train WordPiece on ``files`` and save a folder ``AutoTokenizer`` loads; return it."""
+    """Train WordPiece on ``files``: the ``tokenizers.Tokenizer`` (BERT normalizer,
+    pre-tokenizer, ``[CLS] A [SEP] B [SEP]`` template), before any transformers class."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from tokenizers.trainers import WordPieceTrainer
-    from transformers import PreTrainedTokenizerFast
 
     if not files:
         raise ValueError("no input files")
@@ -74,6 +73,26 @@ def train_wordpiece(
         pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
+    return tok
+
+
+def train_wordpiece(
+    files: Sequence[str | Path],
+    output_dir: str | Path,
+    vocab_size: int = 30522,
+    min_frequency: int = 2,
+    lowercase: bool = True,
+    input_format: str = "auto",
+    text_field: str = "text",
+    model_max_length: int = 512,
+):
+    """Train WordPiece on ``files``; save it as a stock ``BertTokenizer`` folder (loads with
+    ``AutoTokenizer`` in transformers 4 and 5, and as the slow tokenizer); return it."""
+    from transformers import PreTrainedTokenizerFast
+
+    tok = train_wordpiece_backend(
+        files, vocab_size, min_frequency, lowercase, input_format, text_field
+    )
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         unk_token="[UNK]",
@@ -84,6 +103,8 @@ def train_wordpiece(
         model_max_length=model_max_length,
         model_input_names=["input_ids", "token_type_ids", "attention_mask"],
     )
+    bert = as_bert_tokenizer(fast)
+    if bert is fast:  # the pipeline above is BERT's: this would be a bug here
+        raise RuntimeError("the trained WordPiece tokenizer did not convert to BertTokenizer")
     Path(output_dir).mkdir(parents=True, exist_ok=True)
-    fast.save_pretrained(str(output_dir))
-    return fast
+    return save_tokenizer(bert, output_dir)

@@ -60,8 +60,12 @@ print(%(marker)r + json.dumps({"result": result, "warnings": _warnings}, default
 """
 
 
-def run_stock(code: str, *, timeout: float = 900, env: dict | None = None, **params) -> dict:
+def run_stock(
+    code: str, *, timeout: float = 900, env: dict | None = None, python: str | None = None, **params
+) -> dict:
     """Run ``code`` in a clean subprocess; return ``{"result": ..., "warnings": [...]}``.
+
+    ``python`` is the interpreter (default: this one), e.g. one with another transformers.
 
     Raises ``AssertionError`` with the end of stderr when the code fails.
     """
@@ -80,7 +84,7 @@ def run_stock(code: str, *, timeout: float = 900, env: dict | None = None, **par
         )
         run_env.update(env or {})
         proc = subprocess.run(
-            [sys.executable, "-c", script],
+            [python or sys.executable, "-c", script],
             capture_output=True,
             text=True,
             env=run_env,
