@@ -4,7 +4,8 @@
     python scripts/train_tokenizer.py --input ../shared/data/wikipedia/wiki_* \
         --output tokenizers/wiki-wp8k --vocab_size 8000
 
-The folder it writes loads with ``AutoTokenizer.from_pretrained(output)``.
+The folder it writes is a stock ``BertTokenizer`` one: ``AutoTokenizer.from_pretrained(output)``
+loads it in transformers 4 and 5, the slow tokenizer reads its ``vocab.txt``.
 """
 
 from __future__ import annotations
