@@ -96,15 +96,16 @@ def save_tokenizer(tokenizer: Any, folder: str | Path) -> Any:
     if clean != config:
         write_json(config_file, clean)
 
-    if not (folder / "vocab.txt").is_file() and type(tokenizer).__name__ == "BertTokenizer":
-        by_id = sorted((i, t) for t, i in tokenizer.get_vocab().items())
+    # Written every time: a stale file from an earlier save into this folder must not survive.
+    if type(tokenizer).__name__ == "BertTokenizer":
+        vocab = tokenizer.backend_tokenizer.get_vocab(with_added_tokens=False)
+        by_id = sorted((i, t) for t, i in vocab.items())
         if [i for i, _ in by_id] != list(range(len(by_id))):
             raise ValueError(f"{folder}: tokenizer ids are not 0..{len(by_id) - 1}, no vocab.txt")
         write_text(folder / "vocab.txt", "".join(f"{t}\n" for _, t in by_id))
-    if not (folder / "special_tokens_map.json").is_file():
-        special = {name: getattr(tokenizer, name, None) for name in SPECIAL_TOKEN_NAMES}
-        write_json(
-            folder / "special_tokens_map.json",
-            {name: str(token) for name, token in special.items() if token is not None},
-        )
+    special = {name: getattr(tokenizer, name, None) for name in SPECIAL_TOKEN_NAMES}
+    write_json(
+        folder / "special_tokens_map.json",
+        {name: str(token) for name, token in special.items() if token is not None},
+    )
     return tokenizer

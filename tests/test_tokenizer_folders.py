@@ -179,6 +179,16 @@ def test_a_generic_wordpiece_folder_is_saved_as_bert_and_others_keep_their_class
     }
 
 
+def test_saving_into_a_used_folder_leaves_no_stale_file(trained, minilm_path, tmp_path):
+    """A trained tokenizer saved over bert-base-uncased's folder: every file is the new one."""
+    folder = tmp_path / "tok"
+    save_tokenizer(AutoTokenizer.from_pretrained(minilm_path), folder)
+    assert len((folder / "vocab.txt").read_text(encoding="utf-8").splitlines()) == 30522
+    save_tokenizer(trained["cased"][1], folder)
+    check_config(folder, lower_case=False)  # vocab.txt agrees with tokenizer.json
+    assert len(AutoTokenizer.from_pretrained(folder)) == 1500
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, minilm_path):
     """Two tiny pretraining runs on raw text: one trains its tokenizer, one reads
