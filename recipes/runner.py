@@ -204,7 +204,12 @@ def build_parser(task: Task, defaults: dict[str, Any] | None = None):
     parser.add_argument(
         "--config", type=str, default=None, help="YAML recipe of field: value; flags override it"
     )
-    parser.set_defaults(**BERT_DEFAULTS, **task.training_defaults, **(defaults or {}))
+    import torch
+
+    # without a GPU, say so: TrainingArguments then accepts --bf16 (CPU autocast; AVX512-BF16
+    # or AMX make it faster than fp32) instead of refusing it as "no bf16 GPU"
+    machine = {"use_cpu": not torch.cuda.is_available()}
+    parser.set_defaults(**BERT_DEFAULTS, **machine, **task.training_defaults, **(defaults or {}))
     return parser
 
 
