@@ -116,11 +116,25 @@ class GlueRecipe(Task):
             preds = np.asarray(logits).argmax(-1)
         return compute_metrics(self.glue, preds, eval_pred.label_ids)
 
+    def loss(self, logits, labels) -> float:
+        """The model's loss over the whole set (cross-entropy, or squared error for STS-B)."""
+        import numpy as np
+
+        logits = np.asarray(logits, dtype=np.float64)
+        if self.glue.is_regression:
+            return float(np.mean((logits.reshape(len(logits)) - np.asarray(labels)) ** 2))
+        shifted = logits - logits.max(-1, keepdims=True)
+        log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+        return float(-np.mean(log_probs[np.arange(len(labels)), np.asarray(labels, dtype=int)]))
+
     def evaluate(self, trainer, name, raw, features, args) -> dict[str, float]:
         """Dev metrics (``eval_*``; MNLI's mismatched set ``eval_*_mm``), logged to the
         trackers, and ``eval_predictions.tsv`` (index, predicted label)."""
         output = trainer.predict(features, metric_key_prefix="eval")
         metrics = dict(output.metrics, eval_samples=len(output.predictions))
+        # Trainer's eval_loss averages per-batch means, and on several processes the last
+        # batch's mean includes the copies that pad it: recompute it per example, exactly
+        metrics["eval_loss"] = self.loss(output.predictions, output.label_ids)
         suffix = "_mm" if name.endswith("mismatched") else ""
         metrics = {f"{k}{suffix}": v for k, v in metrics.items()}
         trainer.log(metrics)
