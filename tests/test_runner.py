@@ -324,3 +324,43 @@ def test_grid_cells_and_summary():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_grid_cell_interrupted_then_resumed(tmp_path, tiny, rte, monkeypatch):
+    """A grid killed inside its second cell: resuming reuses the first cell and continues the
+    second from its checkpoint; grid_results.json equals the uninterrupted grid's."""
+    import transformers
+
+    extra = ["--learning_rate_grid", 1e-3, 3e-4, "--max_steps", 6, "--save_steps", 3]
+    full = run_glue(glue_argv(tiny, rte, tmp_path / "full", *extra))
+
+    original = transformers.Trainer.training_step
+    steps = []
+
+    def dying_step(self, *args, **kwargs):
+        if len(steps) == 6 + 4:  # the first cell's 6 steps, then 4 of the second
+            raise KeyboardInterrupt
+        steps.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.Trainer, "training_step", dying_step)
+    out = tmp_path / "grid"
+    with pytest.raises(KeyboardInterrupt):
+        run_glue(glue_argv(tiny, rte, out, *extra))
+    monkeypatch.setattr(transformers.Trainer, "training_step", original)
+    first, second = out / "lr0.001_bs4_ep3_seed42", out / "lr0.0003_bs4_ep3_seed42"
+    assert (second / "checkpoint-3").is_dir() and not (second / "all_results.json").exists()
+    stamp = (first / "all_results.json").stat().st_mtime_ns
+    steps.clear()
+    monkeypatch.setattr(
+        transformers.Trainer,
+        "training_step",
+        lambda self, *a, **k: steps.append(1) or original(self, *a, **k),
+    )
+    resumed = run_glue(glue_argv(tiny, rte, out, *extra, "--resume_from_checkpoint", "true"))
+    assert len(steps) == 3  # only the second cell's last 3 steps were trained again
+    assert (first / "all_results.json").stat().st_mtime_ns == stamp
+    for got, want in zip(resumed["runs"], full["runs"], strict=True):
+        assert got["eval_accuracy"] == pytest.approx(want["eval_accuracy"])
+        assert got["eval_loss"] == pytest.approx(want["eval_loss"], abs=1e-6)
+    assert json.loads((out / "grid_results.json").read_text())["chosen_run"]["seed"] == 42
