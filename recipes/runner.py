@@ -36,6 +36,7 @@ import itertools
 import json
 import logging
 import os
+import shlex
 import shutil
 import statistics
 import sys
@@ -321,8 +322,9 @@ class Task:
         """After a grid (main process only), given the chosen cell's folder."""
 
     def card(self, args: Arguments) -> dict[str, str]:
-        """What the model card says about the task: ``task`` (e.g. text-classification),
-        ``dataset`` (a name) and ``dataset_config``."""
+        """What the model card says about the task: ``task`` (the Hub task type, e.g.
+        text-classification), ``dataset`` (a Hub dataset type, e.g. glue), ``dataset_config``,
+        ``data`` (a sentence on the data used) and ``pipeline_tag`` (if not the default)."""
         return {"task": "text-classification", "dataset": self.name}
 
 
@@ -606,7 +608,7 @@ def train_and_evaluate(task: Task, args: Arguments, tokenizer, data: Data, resum
         metrics.update(predict_metrics)
     if trainer.is_world_process_zero():
         task.finish(args, metrics)
-        write_model_card(task, args, metrics, trained=training_args.do_train)
+        write_model_card(task, args, metrics)
     training_args.push_to_hub = push
     if push and trainer.is_world_process_zero():
         push_to_hub(args)
@@ -636,129 +638,100 @@ def _hyper_parameters(training_args) -> dict[str, Any]:
         "train_sampling_strategy",
     )
     out = {k: getattr(training_args, k) for k in keys}
+    out = {k: getattr(v, "value", v) for k, v in out.items()}  # enums as their names
     out["world_size"] = training_args.world_size
     return out
 
 
-def write_model_card(task: Task, args: Arguments, metrics: dict, trained: bool = True) -> Path:
-    """``README.md`` in output_dir: task, data, base model, hyper-parameters and results, with
-    model-index metadata so the Hub shows the results."""
-    out = Path(args.training.output_dir)
-    card = task.card(args)
-    results = {k: v for k, v in metrics.items() if k.startswith("eval_") and _is_number(v)}
-    try:
-        from modeling.hub import write_model_card as hub_card  # the project's card writer
-    except ImportError:
-        hub_card = None
-    if hub_card is not None:
-        return hub_card(
-            out,
-            base_model=args.model.model_name_or_path,
-            task=card.get("task"),
-            dataset=card.get("dataset"),
-            metrics=results,
-            hyper_parameters=_hyper_parameters(args.training),
-        )
-    name = Path(out).name
-    model_index = {
-        "name": name,
-        "results": [
-            {
-                "task": {"type": card.get("task")},
-                "dataset": {
-                    "name": card.get("dataset"),
-                    "type": card.get("dataset"),
-                    "config": card.get("dataset_config"),
-                },
-                "metrics": [
-                    {"name": k, "type": k.removeprefix("eval_"), "value": round(float(v), 4)}
-                    for k, v in sorted(results.items())
-                    if not _is_bookkeeping(k)
-                ],
-            }
-        ],
-    }
-    import yaml
-
-    meta = {
-        "library_name": "transformers",
-        "base_model": args.model.model_name_or_path,
-        "tags": ["bert-toolkit", task.name],
-        "datasets": [card.get("dataset")],
-        "pipeline_tag": card.get("task"),
-        "model-index": [model_index],
-    }
-    lines = [
-        "---",
-        yaml.safe_dump(meta, sort_keys=False).rstrip(),
-        "---",
-        "",
-        f"# {name}",
-        "",
-        f"{args.model.model_name_or_path} fine-tuned on {card.get('dataset')} "
-        f"({card.get('task')}) with bert-toolkit's `{task.name}` recipe on transformers.Trainer"
-        + ("." if trained else " (evaluation only: this folder holds no newly trained model)."),
-        "",
-        "## Results (dev set, percent)",
-        "",
-        "| metric | value |",
-        "|---|---|",
-        *[
-            f"| {k} | {float(v):.4g} |"
-            for k, v in sorted(results.items())
-            if not _is_bookkeeping(k)
-        ],
-        "",
-        "## Hyper-parameters",
-        "",
-        "| name | value |",
-        "|---|---|",
-        *[f"| {k} | {v} |" for k, v in _hyper_parameters(args.training).items()],
-        "",
-    ]
-    from modeling import atomic
-
-    path = out / "README.md"
-    atomic.write_text(path, "\n".join(lines))
-    return path
-
-
 def _is_bookkeeping(key: str) -> bool:
-    return key.endswith(("_runtime", "_per_second", "_preparation_time"))
+    return key.endswith(("_runtime", "_per_second", "_preparation_time", "_loss", "_samples"))
 
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def push_to_hub(args: Arguments) -> None:
-    """Upload output_dir (model, tokenizer, results, card; no checkpoints) to the Hub."""
-    training_args = args.training
-    out = Path(training_args.output_dir)
-    repo_id = training_args.hub_model_id or out.name
-    try:
-        from modeling.hub import push_to_hub as hub_push
-    except ImportError:
-        hub_push = None
-    if hub_push is not None:
-        hub_push(
-            out,
-            repo_id,
-            private=training_args.hub_private_repo,
-            token=training_args.hub_token,
-        )
-        return
-    from huggingface_hub import HfApi
+def write_model_card(task: Task, args: Arguments, metrics: dict) -> Path | None:
+    """``README.md`` in output_dir through :func:`modeling.hub.write_model_card`: task, data,
+    base model, command, hyper-parameters, training figures and the dev results (as model-index
+    metadata too). Only where output_dir holds a model (not after an evaluation-only run)."""
+    from modeling import hub
 
-    api = HfApi(token=training_args.hub_token)
-    repo = api.create_repo(repo_id, private=training_args.hub_private_repo, exist_ok=True)
-    api.upload_folder(
-        repo_id=getattr(repo, "repo_id", repo_id),
-        folder_path=str(out),
-        commit_message="bert-toolkit fine-tuning run",
-        ignore_patterns=["checkpoint-*", "checkpoint-*/**", "runs/**", "*.bin"],
+    out = Path(args.training.output_dir)
+    if not (out / "config.json").is_file():
+        return None
+    card = task.card(args)
+    results = [
+        {
+            "task_type": card.get("task"),
+            "dataset_type": card.get("dataset"),
+            "dataset_name": card.get("dataset_name", card.get("dataset")),
+            "dataset_config": card.get("dataset_config"),
+            "dataset_split": "validation",
+            "metric_type": key.removeprefix("eval_"),
+            "metric_name": key,
+            "metric_value": round(float(value), 4),
+        }
+        for key, value in sorted(metrics.items())
+        if key.startswith("eval_") and _is_number(value) and not _is_bookkeeping(key)
+    ]
+    figures = {
+        k: v for k, v in metrics.items() if k.startswith("train_") and _is_number(v) and v == v
+    }
+    figures["eval_samples"] = metrics.get("eval_samples")
+    return hub.write_model_card(
+        out,
+        model_name=args.training.hub_model_id or out.resolve().name,
+        base_model=args.model.model_name_or_path,
+        data_description=card.get("data"),
+        command=shlex.join(["python", *sys.argv]),
+        hyperparameters=_hyper_parameters(args.training),
+        training_figures={k: v for k, v in figures.items() if v is not None},
+        eval_results=results,
+        pipeline_tag=card.get("pipeline_tag"),
+        tags=[task.name, "transformers-trainer"],
     )
-    logger.info("pushed %s to %s", out, repo_id)
+
+
+def check_push(args: Arguments) -> None:
+    """Before any work: a push that cannot succeed (bad repo id, no token, offline) fails now."""
+    if not args.training.push_to_hub:
+        return
+    from modeling import hub
+
+    try:
+        hub.check_push_settings(repo_id(args), token=args.training.hub_token)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def repo_id(args: Arguments) -> str:
+    from modeling import hub
+
+    return args.training.hub_model_id or hub.default_repo_id(args.training.output_dir)
+
+
+def push_to_hub(args: Arguments) -> str:
+    """Upload output_dir (model, tokenizer, results, card; not the checkpoints nor the tracker
+    logs) with :func:`modeling.hub.push_to_hub`; returns the commit URL."""
+    import tempfile
+
+    from modeling import hub
+
+    out = Path(args.training.output_dir)
+    skip = shutil.ignore_patterns("checkpoint-*", "runs", "training_args.bin")
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}-push-") as tmp:
+        staged = Path(tmp) / out.name
+        shutil.copytree(out, staged, ignore=skip, copy_function=os.link)  # hard links: no copy
+        url = hub.push_to_hub(
+            staged,
+            repo_id(args),
+            private=bool(args.training.hub_private_repo),
+            token=args.training.hub_token,
+            revision=args.training.hub_revision,
+        )
+    logger.info("pushed %s to %s", out, url)
+    return url
 
 
 # --------------------------------------------------------------------------------------------
@@ -915,6 +888,7 @@ def run(task: Task, argv: Sequence[str] | None = None, args: Arguments | None = 
     if resume and not args.training.do_train:
         raise UsageError("--resume_from_checkpoint needs --do_train")
     stale = check_output_dir(task, args, resume)
+    check_push(args)
     raw = read_raw(task, args)  # every file read and checked before the model loads
     tokenizer = load_tokenizer(args.model)
     if stale:

@@ -173,7 +173,8 @@ def test_run_outputs_cache_overwrite_card_and_push(tmp_path, tiny, rte, monkeypa
     assert model.config.id2label == {0: "entailment", 1: "not_entailment"}
     card = (out / "README.md").read_text()
     assert "model-index" in card and f"value: {round(metrics['eval_accuracy'], 4)}" in card
-    assert "| learning_rate | 0.001 |" in card and "dataset" in card
+    assert "| learning_rate | 0.001 |" in card and "GLUE RTE" in card
+    assert "| world_size | 1 |" in card
 
     # a second launch into the folder is refused, before any work
     with pytest.raises(UsageError, match=r"is not empty .* --overwrite_output_dir"):
@@ -186,42 +187,33 @@ def test_run_outputs_cache_overwrite_card_and_push(tmp_path, tiny, rte, monkeypa
     assert not (out / "model.safetensors").exists() and not (out / "train_results.json").exists()
     assert not list(out.glob("checkpoint-*"))
     assert "train_loss" not in json.loads((out / "all_results.json").read_text())
-    assert "evaluation only" in (out / "README.md").read_text()
+    assert not (out / "README.md").exists()  # the old model's card went with the model
 
-    # --push_to_hub: captured offline, uploaded once, with the card and without checkpoints
-    import huggingface_hub
+    # --push_to_hub: checked before any work, uploaded once at the end with the card and
+    # without checkpoints (captured locally by tests/fake_hub.py)
+    import fake_hub
+    from huggingface_hub import constants
 
-    uploads = []
-
-    def create_repo(self, repo_id, **kwargs):
-        uploads.append(("create", repo_id, kwargs.get("private")))
-        return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
-
-    def upload_folder(self, *, repo_id, folder_path, ignore_patterns=None, **kwargs):
-        import fnmatch
-
-        files = sorted(
-            str(p.relative_to(folder_path))
-            for p in Path(folder_path).rglob("*")
-            if p.is_file()
-            and not any(fnmatch.fnmatch(str(p.relative_to(folder_path)), pat) for pat in ignore_patterns or [])
-        )  # fmt: skip
-        uploads.append(("upload", repo_id, files))
-
-    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
-    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
     pushed = tmp_path / "pushed"
-    run_glue(
-        glue_argv(tiny, rte, pushed, "--max_steps", 3, "--save_steps", 2)
-        + ["--push_to_hub", "--hub_model_id", "someone/tiny-rte", "--hub_private_repo", "true"]
-    )
-    assert uploads[0] == ("create", "someone/tiny-rte", True)
-    ((kind, repo, files),) = uploads[1:]
-    assert kind == "upload" and repo == "someone/tiny-rte"
+    push = ["--push_to_hub", "--hub_model_id", "someone/tiny-rte", "--hub_private_repo", "true"]
+    argv = glue_argv(tiny, rte, pushed, "--max_steps", 3, "--save_steps", 2) + push
+    with pytest.raises(UsageError, match="HF_HUB_OFFLINE=1 is set"):
+        run_glue(argv)
+    assert not pushed.exists()  # refused before any work
+    hub_root = fake_hub.install(tmp_path / "hub")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    run_glue(argv)
+    calls = fake_hub.calls(hub_root)
+    assert [c["method"] for c in calls] == ["create_repo", "upload_folder"]
+    assert calls[0]["repo_id"] == "someone/tiny-rte" and calls[0]["private"] is True
+    files = calls[1]["files"]
     for name in ("README.md", "config.json", "model.safetensors", "eval_results.json"):
         assert name in files, name
-    assert not any(f.startswith("checkpoint-") for f in files)
+    assert not any(f.startswith(("checkpoint-", "runs/")) for f in files), files
     assert (pushed / "checkpoint-2").is_dir()  # written during training, not uploaded
+    uploaded = (hub_root / "someone" / "tiny-rte" / "main" / "README.md").read_text()
+    assert "model-index" in uploaded and "eval_accuracy" in uploaded
 
 
 def test_resume_gives_the_uninterrupted_result(tmp_path, tiny, rte, monkeypatch):

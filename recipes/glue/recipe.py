@@ -178,8 +178,14 @@ class GlueRecipe(Task):
             zip_submission(target)
 
     def card(self, args: Arguments) -> dict[str, str]:
+        source = args.data.data_dir or args.data.dataset_name or args.data.train_file
+        limit = args.run.max_train_samples
         return {
             "task": "text-classification",
             "dataset": "glue",
+            "dataset_name": f"GLUE {self.glue.folder}",
             "dataset_config": self.glue.name,
+            "data": f"GLUE {self.glue.folder} from `{source}`"
+            + (f", the first {limit} training examples" if limit else "")
+            + f"; dev metrics on its {', '.join(s.name for s in self.glue.dev)} set(s).",
         }
