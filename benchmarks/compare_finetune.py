@@ -172,40 +172,62 @@ def main(argv=None) -> None:
                 with open(log, "a") as handle:
                     handle.write(json.dumps(row) + "\n")
                 print(json.dumps(row), flush=True)
-    summarise(rows, args)
+    summarise(rows, args.tasks, args.variants, args.seeds)
 
 
-def summarise(rows: list[dict], args) -> None:
+def summarise(rows: list[dict], tasks, variants, seeds) -> None:
+    """Per task and variant: dev metric (mean ± std over seeds) and median train time; then the
+    paired per-seed ratios. CPU seconds of the process are the measure on a shared machine
+    (wall time includes waiting for other jobs); wall is shown beside them."""
     from recipes.glue import get_task
 
-    print("\n| task | variant | dev metric (mean ± std, 3 seeds) | train wall s (median) |")
-    print("|---|---|---|---|")
-    for name in args.tasks:
+    print("\n| task | variant | dev metric: mean ± std (per seed) | train CPU s | train wall s |")
+    print("|---|---|---|---|---|")
+    for name in tasks:
         metric = f"eval_{get_task(name).main_metric}"
-        for variant in args.variants:
+        for variant in variants:
             runs = [r for r in rows if r["task"] == name and r["variant"] == variant]
             if not runs:
                 continue
             values = [r[metric] for r in runs]
             std = statistics.pstdev(values) if len(values) > 1 else 0.0
+            cpu = statistics.median(r["train_cpu_s"] for r in runs)
             wall = statistics.median(r["train_wall_s"] for r in runs)
-            print(f"| {name} | {variant} | {metric} {statistics.mean(values):.1f} ± {std:.1f} "
-                  f"({', '.join(f'{v:.1f}' for v in values)}) | {wall:.0f} |")  # fmt: skip
+            print(f"| {name} | {variant} | {metric.removeprefix('eval_')} "
+                  f"{statistics.mean(values):.1f} ± {std:.1f} "
+                  f"({', '.join(f'{v:.1f}' for v in values)}) | {cpu:.1f} | {wall:.0f} |")  # fmt: skip
         for num, den in (
             ("stock_trainer", "ours_trainer"),
             ("ours_loop", "ours_trainer"),
             ("ours_trainer", "ours_trainer_bf16"),
         ):
-            ratios = []
-            for seed in args.seeds:
-                a = [r for r in rows if (r["task"], r["variant"], r["seed"]) == (name, num, seed)]
-                b = [r for r in rows if (r["task"], r["variant"], r["seed"]) == (name, den, seed)]
-                if a and b:
-                    ratios.append(a[0]["train_wall_s"] / b[0]["train_wall_s"])
-            if ratios:
-                print(f"| {name} | {num} / {den} train time | paired per seed: "
-                      f"{', '.join(f'{r:.2f}' for r in ratios)} | median {statistics.median(ratios):.2f}x |")  # fmt: skip
+            for kind in ("cpu", "wall"):
+                ratios = []
+                for seed in seeds:
+                    a = [
+                        r for r in rows if (r["task"], r["variant"], r["seed"]) == (name, num, seed)
+                    ]
+                    b = [
+                        r for r in rows if (r["task"], r["variant"], r["seed"]) == (name, den, seed)
+                    ]
+                    if a and b:
+                        ratios.append(a[0][f"train_{kind}_s"] / b[0][f"train_{kind}_s"])
+                if ratios:
+                    print(f"| {name} | {num} / {den} | {kind} time per seed: "
+                          f"{', '.join(f'{r:.2f}' for r in ratios)} | median "
+                          f"{statistics.median(ratios):.2f}x | |")  # fmt: skip
+
+
+def summarise_files(paths) -> None:
+    rows = [json.loads(line) for p in paths for line in Path(p).read_text().splitlines()]
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    variants = [v for v in VARIANTS if any(r["variant"] == v for r in rows)]
+    seeds = sorted({r["seed"] for r in rows})
+    summarise(rows, tasks, variants, seeds)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--summarise"]:  # tables from earlier runs: --summarise runs.jsonl ...
+        summarise_files(sys.argv[2:])
+    else:
+        main()

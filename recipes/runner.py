@@ -25,20 +25,17 @@ rest, the same way for every task, in the order of transformers' ``run_glue.py``
 
 Metrics are percentages (0-100) in every task, as in the paper's tables; keys are flat
 ``eval_<name>`` as in transformers' examples.
+
+Beside this module: :mod:`recipes.featurise` (raw sets, ``datasets`` featurisation and its
+cache), :mod:`recipes.grid` (the grid x seeds protocol), :mod:`recipes.card` (model card, Hub).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import hashlib
-import itertools
-import json
 import logging
 import os
-import shlex
 import shutil
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +43,27 @@ from pathlib import Path
 from typing import Any
 
 from modeling.cli import UsageError, yaml_defaults
+
+from .card import check_push, push_to_hub, write_model_card
+from .featurise import Data, featurise, load_data, read_raw, tokenizer_fingerprint
+
+__all__ = [
+    "Arguments",
+    "Data",
+    "ModelArguments",
+    "RunArguments",
+    "Task",
+    "build_parser",
+    "build_trainer",
+    "featurise",
+    "load_data",
+    "load_tokenizer",
+    "parse_args",
+    "read_raw",
+    "run",
+    "tokenizer_fingerprint",
+    "train_and_evaluate",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -389,132 +407,6 @@ def _remove(paths: Sequence[Path]) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Data
-# --------------------------------------------------------------------------------------------
-
-
-def tokenizer_fingerprint(tokenizer) -> str:
-    """A hash of what the tokenizer does (vocabulary, normaliser, pre-tokeniser, special
-    tokens), not of its truncation state, which changes as it is used."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        spec = json.loads(backend.to_str())
-        spec.pop("truncation", None)
-        spec.pop("padding", None)
-        text = json.dumps(spec, sort_keys=True)
-    else:
-        text = json.dumps(sorted(tokenizer.get_vocab().items()))
-    text += repr((type(tokenizer).__name__, tokenizer.all_special_tokens))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def cache_root(model_args: ModelArguments) -> Path:
-    if model_args.cache_dir:
-        return Path(model_args.cache_dir) / "features"
-    import datasets
-
-    return Path(datasets.config.HF_DATASETS_CACHE) / "bert_toolkit_features"
-
-
-def _as_dataset(raw):
-    import datasets
-
-    if isinstance(raw, datasets.Dataset):
-        return raw
-    return datasets.Dataset.from_list(list(raw))
-
-
-def _cap(raw, limit: int | None):
-    if limit is None or len(raw) <= limit:
-        return raw
-    return raw.select(range(limit)) if hasattr(raw, "select") else raw[:limit]
-
-
-def featurise(task: Task, split: str, name: str, raw, tokenizer, args: Arguments):
-    """``raw`` examples -> features through ``Dataset.map(batched=True)``, cached on disk under a
-    key of (task, split, raw content, tokenizer, data arguments). A cache hit loads the Arrow
-    file memory-mapped without calling :meth:`Task.featurise`."""
-    import datasets
-
-    dataset = _as_dataset(raw)
-    key = hashlib.sha256(
-        json.dumps(
-            [
-                task.name,
-                task.feature_version,
-                split,
-                name,
-                dataset._fingerprint,
-                len(dataset),
-                tokenizer_fingerprint(tokenizer),
-                dataclasses.asdict(args.data),
-            ],
-            sort_keys=True,
-            default=str,
-        ).encode()
-    ).hexdigest()[:20]
-    root = cache_root(args.model)
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / f"{task.name}-{split}-{name}-{key}.arrow"
-    if path.is_file() and not args.run.overwrite_cache:
-        logger.info("%s %s: cached features %s", task.name, name, path)
-        return datasets.Dataset.from_file(str(path))
-    return dataset.map(
-        task.featurise,
-        batched=True,
-        fn_kwargs={"tokenizer": tokenizer, "data_args": args.data, "split": split},
-        remove_columns=dataset.column_names,
-        cache_file_name=str(path),
-        load_from_cache_file=False,
-        desc=f"featurise {task.name} {name}",
-    )
-
-
-@dataclass
-class Data:
-    """Raw sets and their features, per split: ``{split: {name: (raw, features)}}``."""
-
-    sets: dict[str, dict[str, tuple[Any, Any]]]
-
-    def get(self, split: str) -> dict[str, tuple[Any, Any]]:
-        return self.sets.get(split, {})
-
-
-def read_raw(task: Task, args: Arguments) -> dict[str, dict[str, Any]]:
-    """Every raw set the run needs, read, validated and capped (``--max_*_samples``): a bad
-    file fails here, before the model loads."""
-    wanted = {
-        "train": (args.training.do_train, args.run.max_train_samples),
-        "eval": (args.training.do_eval, args.run.max_eval_samples),
-        "predict": (args.training.do_predict, args.run.max_predict_samples),
-    }
-    out = {}
-    for split, (on, limit) in wanted.items():
-        if not on:
-            continue
-        raw_sets = task.load_raw(args.data, split, args) or {}
-        if not raw_sets:
-            raise UsageError(f"--do_{split}: no {split} data for {task.name}")
-        out[split] = {name: _cap(raw, limit) for name, raw in raw_sets.items()}
-    return out
-
-
-def load_data(task: Task, args: Arguments, tokenizer, raw: dict[str, dict[str, Any]]) -> Data:
-    """Featurise every raw set, on the main process first (the others load its cache)."""
-    sets: dict[str, dict[str, tuple[Any, Any]]] = {}
-    with args.training.main_process_first(desc="featurise"):
-        for split, raw_sets in raw.items():
-            sets[split] = {}
-            for name, raw_set in raw_sets.items():
-                raw_set = _as_dataset(raw_set)
-                sets[split][name] = (
-                    raw_set,
-                    featurise(task, split, name, raw_set, tokenizer, args),
-                )
-    return Data(sets)
-
-
-# --------------------------------------------------------------------------------------------
 # Model, tokenizer, Trainer
 # --------------------------------------------------------------------------------------------
 
@@ -617,257 +509,6 @@ def train_and_evaluate(task: Task, args: Arguments, tokenizer, data: Data, resum
 
 
 # --------------------------------------------------------------------------------------------
-# Model card and Hub
-# --------------------------------------------------------------------------------------------
-
-
-def _hyper_parameters(training_args) -> dict[str, Any]:
-    keys = (
-        "learning_rate",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-        "num_train_epochs",
-        "max_steps",
-        "warmup_steps",
-        "weight_decay",
-        "lr_scheduler_type",
-        "optim",
-        "max_grad_norm",
-        "seed",
-        "bf16",
-        "train_sampling_strategy",
-    )
-    out = {k: getattr(training_args, k) for k in keys}
-    out = {k: getattr(v, "value", v) for k, v in out.items()}  # enums as their names
-    out["world_size"] = training_args.world_size
-    return out
-
-
-def _is_bookkeeping(key: str) -> bool:
-    return key.endswith(("_runtime", "_per_second", "_preparation_time", "_loss", "_samples"))
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def write_model_card(task: Task, args: Arguments, metrics: dict) -> Path | None:
-    """``README.md`` in output_dir through :func:`modeling.hub.write_model_card`: task, data,
-    base model, command, hyper-parameters, training figures and the dev results (as model-index
-    metadata too). Only where output_dir holds a model (not after an evaluation-only run)."""
-    from modeling import hub
-
-    out = Path(args.training.output_dir)
-    if not (out / "config.json").is_file():
-        return None
-    card = task.card(args)
-    results = [
-        {
-            "task_type": card.get("task"),
-            "dataset_type": card.get("dataset"),
-            "dataset_name": card.get("dataset_name", card.get("dataset")),
-            "dataset_config": card.get("dataset_config"),
-            "dataset_split": "validation",
-            "metric_type": key.removeprefix("eval_"),
-            "metric_name": key,
-            "metric_value": round(float(value), 4),
-        }
-        for key, value in sorted(metrics.items())
-        if key.startswith("eval_") and _is_number(value) and not _is_bookkeeping(key)
-    ]
-    figures = {
-        k: v for k, v in metrics.items() if k.startswith("train_") and _is_number(v) and v == v
-    }
-    figures["eval_samples"] = metrics.get("eval_samples")
-    return hub.write_model_card(
-        out,
-        model_name=args.training.hub_model_id or out.resolve().name,
-        base_model=args.model.model_name_or_path,
-        data_description=card.get("data"),
-        command=shlex.join(["python", *sys.argv]),
-        hyperparameters=_hyper_parameters(args.training),
-        training_figures={k: v for k, v in figures.items() if v is not None},
-        eval_results=results,
-        pipeline_tag=card.get("pipeline_tag"),
-        tags=[task.name, "transformers-trainer"],
-    )
-
-
-def check_push(args: Arguments) -> None:
-    """Before any work: a push that cannot succeed (bad repo id, no token, offline) fails now."""
-    if not args.training.push_to_hub:
-        return
-    from modeling import hub
-
-    try:
-        hub.check_push_settings(repo_id(args), token=args.training.hub_token)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-
-
-def repo_id(args: Arguments) -> str:
-    from modeling import hub
-
-    return args.training.hub_model_id or hub.default_repo_id(args.training.output_dir)
-
-
-def push_to_hub(args: Arguments) -> str:
-    """Upload output_dir (model, tokenizer, results, card; not the checkpoints nor the tracker
-    logs) with :func:`modeling.hub.push_to_hub`; returns the commit URL."""
-    import tempfile
-
-    from modeling import hub
-
-    out = Path(args.training.output_dir)
-    skip = shutil.ignore_patterns("checkpoint-*", "runs", "training_args.bin")
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}-push-") as tmp:
-        staged = Path(tmp) / out.name
-        shutil.copytree(out, staged, ignore=skip, copy_function=os.link)  # hard links: no copy
-        url = hub.push_to_hub(
-            staged,
-            repo_id(args),
-            private=bool(args.training.hub_private_repo),
-            token=args.training.hub_token,
-            revision=args.training.hub_revision,
-        )
-    logger.info("pushed %s to %s", out, url)
-    return url
-
-
-# --------------------------------------------------------------------------------------------
-# Grid x seeds (the paper's protocol)
-# --------------------------------------------------------------------------------------------
-
-
-def grid_cells(args: Arguments) -> list[dict[str, Any]]:
-    """Every (learning rate, batch size, epochs, seed) of the grid, grids defaulting to the
-    single values of the training arguments."""
-    t, r = args.training, args.run
-    axes = {
-        "learning_rate": r.learning_rate_grid or [t.learning_rate],
-        "per_device_train_batch_size": r.batch_size_grid or [t.per_device_train_batch_size],
-        "num_train_epochs": r.num_train_epochs_grid or [t.num_train_epochs],
-        "seed": r.seeds or [t.seed],
-    }
-    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
-
-
-def cell_name(cell: dict[str, Any]) -> str:
-    return (
-        "lr{learning_rate:g}_bs{per_device_train_batch_size}_ep{num_train_epochs:g}_seed{seed}"
-    ).format(**cell)
-
-
-def summarise_grid(rows: list[dict], metric: str, greater_is_better: bool = True) -> dict:
-    """Per setting (all but the seed): best, median, std over seeds; the setting with the best
-    median wins (chosen on dev), and its best restart is the run reported (as the paper)."""
-    settings: dict[tuple, dict] = {}
-    for row in rows:
-        key = (row["learning_rate"], row["per_device_train_batch_size"], row["num_train_epochs"])
-        settings.setdefault(key, {"runs": []})["runs"].append(row)
-    summary_settings = []
-    for (lr, bs, ep), entry in settings.items():
-        scores = [r[metric] for r in entry["runs"]]
-        summary_settings.append(
-            {
-                "learning_rate": lr,
-                "per_device_train_batch_size": bs,
-                "num_train_epochs": ep,
-                f"{metric}_best": max(scores) if greater_is_better else min(scores),
-                f"{metric}_median": statistics.median(scores),
-                f"{metric}_std": statistics.pstdev(scores) if len(scores) > 1 else 0.0,
-                "n": len(scores),
-            }
-        )
-    pick = max if greater_is_better else min
-    best = pick(summary_settings, key=lambda s: s[f"{metric}_median"])
-    chosen = pick(
-        (
-            r
-            for r in rows
-            if (r["learning_rate"], r["per_device_train_batch_size"], r["num_train_epochs"])
-            == (
-                best["learning_rate"],
-                best["per_device_train_batch_size"],
-                best["num_train_epochs"],
-            )
-        ),
-        key=lambda r: r[metric],
-    )
-    return {
-        "metric": metric,
-        "best_setting": best,
-        "chosen_run": chosen,
-        "settings": summary_settings,
-        "runs": rows,
-    }
-
-
-def run_grid(task: Task, args: Arguments, tokenizer, data: Data) -> dict:
-    """One Trainer run per cell in ``output_dir/<cell>``; a cell whose ``all_results.json``
-    exists is reused, a cell with checkpoints resumes from its latest (when resuming)."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    if not args.training.do_eval:
-        raise UsageError("a grid search chooses on dev: it needs --do_eval")
-    out = Path(args.training.output_dir)
-    resuming = bool(args.training.resume_from_checkpoint)
-    rows = []
-    for cell in grid_cells(args):
-        cell_dir = out / cell_name(cell)
-        done = cell_dir / "all_results.json"
-        if resuming and done.is_file():
-            metrics = json.loads(done.read_text())
-            logger.info("%s: done earlier, %s", cell_name(cell), _pretty(metrics, task))
-        else:
-            resume = None
-            if resuming and cell_dir.is_dir() and get_last_checkpoint(str(cell_dir)):
-                resume = True
-            training_args = dataclasses.replace(
-                args.training, output_dir=str(cell_dir), resume_from_checkpoint=None, **cell
-            )
-            training_args.push_to_hub = False
-            cell_args = dataclasses.replace(args, training=training_args)
-            metrics = train_and_evaluate(task, cell_args, tokenizer, data, resume=resume)
-        rows.append({**cell, "output_dir": str(cell_dir), **_numbers(metrics)})
-        logger.info("%s: %s", cell_name(cell), _pretty(metrics, task))
-    summary = summarise_grid(rows, task.metric_for_grid)
-    if args.training.process_index == 0:
-        from modeling import atomic
-
-        atomic.write_json(out / "grid_results.json", summary)
-        _promote(Path(summary["chosen_run"]["output_dir"]), out)
-        task.after_grid(args, Path(summary["chosen_run"]["output_dir"]))
-        if args.training.push_to_hub:
-            push_to_hub(args)
-    return summary
-
-
-def _promote(cell_dir: Path, out: Path) -> None:
-    """Copy the chosen run's model, results and card to the grid's output_dir (so that
-    ``from_pretrained(output_dir)`` is the chosen model)."""
-    for path in cell_dir.iterdir():
-        if path.name.startswith("checkpoint-") or path.name == "runs":
-            continue
-        target = out / path.name
-        if path.is_dir():
-            if target.exists():
-                shutil.rmtree(target)
-            shutil.copytree(path, target)
-        else:
-            shutil.copyfile(path, target)
-
-
-def _numbers(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if _is_number(v)}
-
-
-def _pretty(metrics: dict, task: Task) -> str:
-    key = task.metric_for_grid
-    return f"{key} = {metrics.get(key, float('nan')):.2f}"
-
-
-# --------------------------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------------------------
 
@@ -898,6 +539,8 @@ def run(task: Task, argv: Sequence[str] | None = None, args: Arguments | None = 
                 _remove(stale)
     data = load_data(task, args, tokenizer, raw)
     if args.run.is_grid:
+        from .grid import run_grid
+
         return run_grid(task, args, tokenizer, data)
     return train_and_evaluate(task, args, tokenizer, data, resume=resume)
 

@@ -288,7 +288,7 @@ def test_bf16_on_cpu_trains_and_reports_to_tensorboard(tmp_path, tiny, rte):
 
 
 def test_grid_cells_and_summary():
-    from recipes.runner import summarise_grid
+    from recipes.grid import summarise_grid
 
     rows = []
     scores = {(1e-4, 1): 50, (1e-4, 2): 90, (1e-4, 3): 50, (1e-3, 1): 70, (1e-3, 2): 60}
