@@ -183,7 +183,7 @@ class RunArguments:
     def is_grid(self) -> bool:
         return (
             bool(self.learning_rate_grid or self.batch_size_grid or self.num_train_epochs_grid)
-            or len(self.seeds) > 1
+            or bool(self.seeds)  # even one seed: the seed the cell runs with
         )
 
 
