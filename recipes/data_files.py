@@ -18,7 +18,14 @@ def iter_json_values(
     ``datasets`` fixtures). Invalid JSON raises ``error`` naming the file and line. A UTF-8 byte
     order mark is accepted."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8-sig")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise error(
+            f"{path}:{line}: not UTF-8 text (byte {raw[err.start]:#04x} at offset {err.start})"
+        ) from None
     decoder, pos, line = json.JSONDecoder(), 0, 1
     while True:
         while pos < len(text) and text[pos].isspace():

@@ -54,9 +54,8 @@ def main(argv=None):
     import time
 
     from modeling import BertModel
-    from recipes.arguments import ModelArguments
     from recipes.features import extract_features, write_jsonl, write_npz
-    from recipes.finetune import load_model, load_tokenizer
+    from recipes.trainer_setup import ModelArguments, load_model, load_tokenizer
 
     model_args = ModelArguments(model_name_or_path=args.model_name_or_path)
     tokenizer = load_tokenizer(model_args)

@@ -8,17 +8,9 @@ import numpy as np
 import pytest
 
 from modeling.cli import UsageError
-from recipes.ner import (
-    Sentence,
-    build_features,
-    decode_predictions,
-    label_list,
-    read_conll,
-    read_ner_file,
-    to_iob2,
-    write_conll_predictions,
-)
-from recipes.ner_metrics import conlleval
+from recipes.ner.data import Sentence, label_list, read_conll, read_ner_file, to_iob2
+from recipes.ner.features import build_features, decode_predictions, write_conll_predictions
+from recipes.ner.metrics import conlleval
 
 # --------------------------------------------------------------------------------------------
 # Tag schemes
@@ -112,7 +104,8 @@ def test_run_ner_bad_file_is_a_one_line_error(tmp_path):
     bad = tmp_path / "eng.bad"
     bad.write_text("EU NNP I-NP I-ORG\nrejects\n")
     script = Path(__file__).resolve().parents[1] / "scripts" / "run_ner.py"
-    args = ["--model_name_or_path", "unused", "--train_file", str(bad)]
+    args = ["--model_name_or_path", "unused", "--train_file", str(bad), "--do_train"]
+    args += ["--output_dir", str(tmp_path / "out")]
     done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
@@ -366,12 +359,11 @@ def tiny_checkpoint(path, tokenizer, layers: int = 2):
 
 
 def run_script(name: str, **flags) -> None:
-    """``scripts/<name>.py`` main() with ``--flag value`` per keyword (True: bare flag)."""
+    """``scripts/<name>.py`` main() with ``--flag value`` per keyword."""
     argv = []
     for key, value in flags.items():
         argv.append(f"--{key}")
-        if value is not True:
-            argv.extend(str(v) for v in (value if isinstance(value, list) else [value]))
+        argv.extend(str(v) for v in (value if isinstance(value, list) else [value]))
     load_script(name).main(argv)
 
 
@@ -391,6 +383,8 @@ def test_run_ner_end_to_end_on_fixture(shared_data, tiny_model, tmp_path, contex
         train_file=fixture,
         validation_file=fixture,
         test_file=fixture,
+        do_train=True,
+        do_eval=True,
         do_predict=True,
         max_seq_length=16,  # forces long-sentence windows
         document_context=context,
@@ -398,18 +392,34 @@ def test_run_ner_end_to_end_on_fixture(shared_data, tiny_model, tmp_path, contex
         per_device_train_batch_size=4,
         learning_rate=1e-3,
         output_dir=out,
+        save_strategy="no",
         disable_tqdm=True,
     )
-    results = json.loads((out / "eval_results.json").read_text())
-    assert results["train"]["steps"] == 3
-    assert results["dev"]["document_context"] is context
-    assert results["dev"]["windows"] > results["dev"]["sentences"] == 10
-    assert 0 <= results["test"]["f1"] <= 100
+    results = json.loads((out / "all_results.json").read_text())
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 3
+    assert results["eval_windows"] > results["eval_samples"] == 10
+    assert {"eval_precision", "eval_recall", "eval_f1", "eval_accuracy"} <= set(results)
+    assert 0 <= results["test_f1"] <= 100
+    dev = json.loads((out / "eval_results.json").read_text())
+    assert dev["eval_f1"] == results["eval_f1"] and "test_f1" not in dev
     gold = read_ner_file(fixture)
     lines = (out / "test_predictions.txt").read_text().split("\n")
     assert sum(1 for line in lines if line) == sum(len(s.words) for s in gold)
     first = [line.split(" ") for line in lines[: len(gold[0].words)]]
     assert [row[0] for row in first] == gold[0].words
     assert [row[1] for row in first] == gold[0].tags
-    assert all(row[2] in results["labels"] for row in first)
-    assert (out / "model" / "config.json").is_file()
+    labels = json.loads((out / "config.json").read_text())["id2label"].values()
+    assert all(row[2] in labels for row in first)
+    # the metrics are conlleval's on the written file
+    rows = [
+        line.split(" ")
+        for line in (out / "dev_predictions.txt").read_text().split("\n\n")[0].splitlines()
+    ]
+    assert [r[1] for r in rows] == gold[0].tags
+    sents = (out / "dev_predictions.txt").read_text().strip("\n").split("\n\n")
+    table = [[line.split(" ") for line in sent.splitlines()] for sent in sents]
+    scored = conlleval([[r[1] for r in t] for t in table], [[r[2] for r in t] for t in table])
+    assert scored["f1"] == pytest.approx(dev["eval_f1"])
+    for name in ("model.safetensors", "tokenizer.json", "README.md", "train_results.json"):
+        assert (out / name).is_file(), name
