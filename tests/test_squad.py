@@ -498,3 +498,193 @@ def test_squad_eval_script_prints_official_json(tmp_path, capsys):
     (tmp_path / "d.json").write_text(json.dumps(data))
     main([str(tmp_path / "d.json"), str(tmp_path / "p.json")])
     assert json.loads(capsys.readouterr().out) == {"exact_match": 100.0, "f1": 100.0}
+
+
+# -- processes, bad inputs, cache ---------------------------------------------------------------
+
+AUDIT = """
+import os, sys
+_out, _log = os.environ.get("WRITE_AUDIT_DIR"), os.environ.get("WRITE_AUDIT_LOG")
+if _out and _log:
+    _fd = os.open(_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    _rank = os.environ.get("RANK", "0")
+    def _hook(event, args):
+        if event == "open":
+            path, mode, flags = args
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR))
+        elif event in ("os.rename", "os.replace"):
+            path, writing = args[1], True
+        else:
+            return
+        if writing and isinstance(path, (str, os.PathLike)) and os.fspath(path).startswith(_out):
+            os.write(_fd, f"{_rank}\\t{os.fspath(path)}\\n".encode())
+    sys.addaudithook(_hook)
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_count_every_dev_question_once(tmp_path, tokenizer):
+    """accelerate launch, 2 gloo processes: each dev question counted once, the metrics of a
+    single-process evaluation of the saved model, one writer per file, lr 0 at the end."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from scripts.run_squad import main
+
+    repo = Path(__file__).resolve().parents[1]
+    model_dir = _tiny_qa_model(tmp_path / "tiny", tokenizer)
+    data_file = tmp_path / "squad2.json"
+    data_file.write_text(json.dumps(_synthetic_squad(n_articles=5)))
+    out = tmp_path / "out"
+    (tmp_path / "audit").mkdir()
+    (tmp_path / "audit" / "sitecustomize.py").write_text(AUDIT)
+    log = tmp_path / "writes.log"
+    env = {
+        **os.environ,
+        "ACCELERATE_USE_CPU": "1",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "audit"), str(repo)]),
+        "WRITE_AUDIT_DIR": str(out),
+        "WRITE_AUDIT_LOG": str(log),
+        "HF_DATASETS_CACHE": str(tmp_path / "cache"),
+    }
+    flags = _squad_flags(model_dir, data_file, out, "--per_device_eval_batch_size", "5")
+    flags += ["--logging_steps", "1", "--null_score_diff_threshold", "0", "--seed", "3"]
+    launcher = Path(sys.executable).with_name("accelerate")
+    proc = subprocess.run(
+        [str(launcher), "launch", "--config_file", "accelerate_configs/cpu.yaml",
+         "--main_process_port", str(_free_port()), "scripts/run_squad.py", *flags],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((out / "all_results.json").read_text())
+    state = json.loads((out / "trainer_state.json").read_text())
+    # two processes really ran (one would take twice the steps), the schedule counted them
+    steps_per_epoch = -(-results["train_windows"] // (8 * 2))
+    assert results["train_windows"] > 16
+    assert state["global_step"] == 8 * steps_per_epoch
+    # Trainer logs the rate each step used: the linear decay is one decrement above 0 at the
+    # last step, so the schedule reaches 0 right after the last optimiser step
+    rates = [h["learning_rate"] for h in state["log_history"] if "learning_rate" in h]
+    assert len(rates) == state["global_step"]
+    assert rates[-1] > 0 and rates[-1] == pytest.approx(rates[-2] - rates[-1], rel=1e-6)
+    # every dev question counted once, windows too (accelerate pads the last batch with copies)
+    assert results["eval_samples"] == results["eval_total"] == 12
+    preds = json.loads((out / "predictions.json").read_text())
+    assert len(preds) == 12
+    # one writer per file
+    writers: dict[str, set] = {}
+    for line in log.read_text().splitlines():
+        rank, path = line.split("\t")
+        writers.setdefault(path, set()).add(rank)
+    assert str(out / "predictions.json") in writers
+    assert {p: r for p, r in writers.items() if len(r) > 1} == {}
+    assert writers[str(out / "predictions.json")] == {"0"}
+    assert writers[str(out / "config.json")] == {"0"}  # (safetensors writes from Rust: unseen)
+    # the saved model loads and a single process scores it the same
+    single = main(
+        ["--model_name_or_path", str(out), "--validation_file", f"{data_file}[2:4]",
+         "--version_2_with_negative", "--max_seq_length", "48", "--doc_stride", "16",
+         "--max_query_length", "16", "--do_eval", "--null_score_diff_threshold", "0",
+         "--output_dir", str(tmp_path / "single"), "--per_device_eval_batch_size", "7",
+         "--disable_tqdm", "true"]
+    )  # fmt: skip
+    assert single["eval_windows"] == results["eval_windows"]
+    for key, value in results.items():
+        if key.startswith("eval_") and not key.endswith(("runtime", "per_second")):
+            assert single[key] == pytest.approx(value, abs=1e-4), key
+    assert json.loads((tmp_path / "single" / "predictions.json").read_text()) == preds
+
+
+def _write(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (
+            b'{"version": "1.1",\n "data": [\n"caf\xe9"]}',
+            r"bad\.json:3: not UTF-8 text \(byte 0xe9",
+        ),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", r"bad\.json:1: not UTF-8 text"),
+        (b'{"data": [\n 1\n]}', r"bad\.json: data\[0\]: expected an object"),
+    ],
+)
+def test_bad_squad_file_is_one_line_before_training(tmp_path, content, message):
+    from modeling.cli import UsageError
+    from scripts.run_squad import main
+
+    bad = _write(tmp_path / "bad.json", content)
+    with pytest.raises(UsageError, match=message) as err:
+        main(["--model_name_or_path", "unused", "--train_file", str(bad), "--do_train",
+              "--output_dir", str(tmp_path / "out")])  # fmt: skip
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "out").exists()  # nothing started
+
+
+@pytest.mark.slow
+def test_output_dir_that_is_a_file_is_one_line(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    data_file = tmp_path / "squad.json"
+    data_file.write_text(json.dumps(_synthetic_squad(n_articles=1)))
+    target = _write(tmp_path / "taken", b"a file")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "run_squad.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--model_name_or_path", "unused", "--do_train",
+         "--train_file", str(data_file), "--version_2_with_negative", "--output_dir", str(target)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: output_dir {target} exists and is not a folder"
+    ]
+
+
+def test_second_launch_reads_the_windows_from_the_cache(tmp_path, tokenizer, monkeypatch):
+    import os
+
+    from recipes.squad import features as squad_features
+    from recipes.squad.data import SquadArguments, load_split
+
+    data_file = tmp_path / "squad.json"
+    data_file.write_text(json.dumps(_synthetic_squad(n_articles=2)))
+    window = SquadArguments(max_seq_length=48, doc_stride=16, max_query_length=16).window()
+    cache = str(tmp_path / "cache")
+
+    def launch():
+        rows = load_split([str(data_file)], True, True, cache_dir=cache)
+        return rows, squad_features.featurize(rows, tokenizer, window, True)
+
+    rows, first = launch()
+    files = {f["filename"]: os.stat(f["filename"]).st_mtime_ns for f in first.cache_files}
+    assert files and all(name.startswith(cache) for name in files)
+
+    def no_tokenising(*args, **kwargs):
+        raise AssertionError("re-tokenised")
+
+    monkeypatch.setattr(squad_features, "prepare_features", no_tokenising)
+    again_rows, again = launch()
+    assert {f["filename"]: os.stat(f["filename"]).st_mtime_ns for f in again.cache_files} == files
+    assert again["input_ids"][:] == first["input_ids"][:]
+    # other settings, or an edited file, are featurised anew
+    with pytest.raises(AssertionError, match="re-tokenised"):
+        squad_features.featurize(rows, tokenizer, {**window, "doc_stride": 8}, True)
+    data_file.write_text(json.dumps(_synthetic_squad(n_articles=3)))
+    with pytest.raises(AssertionError, match="re-tokenised"):
+        launch()

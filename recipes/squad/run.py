@@ -21,12 +21,13 @@ logger = logging.getLogger(__name__)
 
 
 def load_data(data_args: SquadArguments, training_args, tokenizer):
-    """(train windows, dev questions, dev windows, official dev data); ``None`` where unused.
+    """(train questions, train windows, dev questions, dev windows, official dev data);
+    ``None`` where unused.
     Featurised under ``main_process_first``: rank 0 writes the cache, the others read it."""
     from .features import featurize
 
     window = data_args.window()
-    train = eval_examples = eval_features = eval_data = None
+    examples = train = eval_examples = eval_features = eval_data = None
     with training_args.main_process_first(desc="SQuAD windows"):
         if training_args.do_train:
             examples = _questions(data_args, "train")
@@ -48,7 +49,7 @@ def load_data(data_args: SquadArguments, training_args, tokenizer):
             )
             eval_data = squad_data.official_data(eval_examples)
             logger.info("dev: %d questions -> %d windows", len(eval_examples), len(eval_features))
-    return train, eval_examples, eval_features, eval_data
+    return examples, train, eval_examples, eval_features, eval_data
 
 
 def _questions(data_args: SquadArguments, split: str):
@@ -90,7 +91,8 @@ def run(model_args, data_args: SquadArguments, training_args) -> dict[str, Any]:
     trainer_setup.check_output_dir(training_args.output_dir)
     check_inputs(data_args, training_args)
     tokenizer = trainer_setup.load_tokenizer(model_args)
-    train, eval_examples, eval_features, eval_data = load_data(data_args, training_args, tokenizer)
+    loaded = load_data(data_args, training_args, tokenizer)
+    train_examples, train, eval_examples, eval_features, eval_data = loaded
 
     set_seed(training_args.seed)  # the new QA head's initialisation
     model = trainer_setup.load_model(BertForQuestionAnswering, model_args)
@@ -111,7 +113,11 @@ def run(model_args, data_args: SquadArguments, training_args) -> dict[str, Any]:
     if training_args.do_train:
         result = trainer.train(resume_from_checkpoint=trainer_setup.resume_arg(training_args))
         trainer.save_model()
-        train_metrics = {**result.metrics, "train_samples": len(train)}
+        train_metrics = {
+            **result.metrics,
+            "train_samples": len(train_examples),
+            "train_windows": len(train),
+        }
         trainer.log_metrics("train", train_metrics)
         trainer.save_metrics("train", train_metrics)
         trainer.save_state()
