@@ -423,3 +423,90 @@ def test_run_ner_end_to_end_on_fixture(shared_data, tiny_model, tmp_path, contex
     assert scored["f1"] == pytest.approx(dev["eval_f1"])
     for name in ("model.safetensors", "tokenizer.json", "README.md", "train_results.json"):
         assert (out / name).is_file(), name
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (
+            b"EU NNP I-NP I-ORG\n\nK\xf6ln NNP I-NP I-LOC\n",
+            r"eng\.bad:3: not UTF-8 text \(byte 0xf6",
+        ),
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00", r"eng\.bad:1: binary data \(NUL byte\)"),
+        (b"EU NNP I-NP I-ORG\n\n\n\x00junk\n", r"eng\.bad:4: binary data"),
+    ],
+)
+def test_binary_or_non_utf8_conll_is_a_file_line_error(tmp_path, content, message):
+    from recipes.ner.data import NerDataArguments
+    from recipes.ner.run import run
+    from recipes.trainer_setup import ModelArguments, parse_args
+
+    bad = tmp_path / "eng.bad"
+    bad.write_bytes(content)
+    with pytest.raises(UsageError, match=message):
+        read_ner_file(bad)
+    argv = ["--model_name_or_path", "unused", "--train_file", str(bad), "--do_train"]
+    argv += ["--output_dir", str(tmp_path / "out")]
+    with pytest.raises(UsageError, match=message):
+        run(*parse_args([ModelArguments, NerDataArguments], argv))
+    assert not (tmp_path / "out").exists()  # refused before anything started
+    json_bad = tmp_path / "bad.json"
+    json_bad.write_bytes(b'{"words": ["K\xf6ln"], "ner": ["B-LOC"]}\n')
+    with pytest.raises(UsageError, match=r"bad\.json:1: not UTF-8 text"):
+        read_ner_file(json_bad)
+
+
+def test_output_dir_that_is_a_file_fails_before_training(shared_data, tmp_path):
+    from recipes.ner.data import NerDataArguments
+    from recipes.ner.run import run
+    from recipes.trainer_setup import ModelArguments, parse_args
+
+    taken = tmp_path / "taken"
+    taken.write_text("a file")
+    fixture = str(shared_data / "fixtures" / "conll" / "sample.json")
+    argv = ["--model_name_or_path", "unused", "--train_file", fixture, "--do_train"]
+    with pytest.raises(UsageError, match=f"output_dir {taken} exists and is not a folder"):
+        run(*parse_args([ModelArguments, NerDataArguments], [*argv, "--output_dir", str(taken)]))
+    with pytest.raises(UsageError, match="is not a folder"):
+        run(*parse_args([ModelArguments, NerDataArguments], [*argv, "--output_dir", f"{taken}/x"]))
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_same_dev_metrics(shared_data, tiny_model, tmp_path):
+    """--save_strategy steps: a run that stopped after checkpoint-4 and resumes (`true` = the
+    newest checkpoint) ends with the uninterrupted run's weights and dev metrics."""
+    import shutil
+
+    from safetensors.numpy import load_file
+
+    fixture = str(shared_data / "fixtures" / "conll" / "sample.json")
+    flags = dict(
+        model_name_or_path=tiny_model, train_file=fixture, validation_file=fixture,
+        do_train=True, do_eval=True, max_seq_length=16, num_train_epochs=4,
+        per_device_train_batch_size=4, learning_rate=1e-3, save_strategy="steps", save_steps=4,
+        logging_steps=1, disable_tqdm=True, seed=5,
+    )  # fmt: skip
+    run_script("run_ner", **flags, output_dir=tmp_path / "full")
+    full = json.loads((tmp_path / "full" / "eval_results.json").read_text())
+    steps = json.loads((tmp_path / "full" / "trainer_state.json").read_text())["global_step"]
+    assert steps > 6
+    # what a run killed after step 5 leaves: checkpoint-4 and nothing else
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    shutil.copytree(tmp_path / "full" / "checkpoint-4", killed / "checkpoint-4")
+    saved_state = killed / "checkpoint-4" / "trainer_state.json"
+    state = json.loads(saved_state.read_text())
+    state["log_history"][0]["marker"] = "from checkpoint-4"  # to see that it was read
+    saved_state.write_text(json.dumps(state))
+    run_script("run_ner", **flags, output_dir=killed, resume_from_checkpoint="true")
+    resumed = json.loads((killed / "eval_results.json").read_text())
+    for key in ("eval_f1", "eval_precision", "eval_recall", "eval_accuracy", "eval_loss"):
+        assert resumed[key] == pytest.approx(full[key], abs=1e-6), key
+    a = load_file(str(tmp_path / "full" / "model.safetensors"))
+    b = load_file(str(killed / "model.safetensors"))
+    assert all(np.allclose(a[k], b[k], atol=1e-6) for k in a)
+    history = json.loads((killed / "trainer_state.json").read_text())["log_history"]
+    assert history[0].get("marker") == "from checkpoint-4"  # it went on from there
+    assert [h["step"] for h in history if "loss" in h] == list(range(1, steps + 1))
+    with pytest.raises(UsageError, match="no checkpoint"):
+        run_script("run_ner", **flags, output_dir=tmp_path / "none", resume_from_checkpoint="true")
