@@ -120,6 +120,26 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def yaml_defaults(path: str | Path, dataclass_types: Sequence[type]) -> dict[str, Any]:
+    """The values of a YAML recipe, checked against the fields of ``dataclass_types``: an
+    unknown key or a value of the wrong type is a :class:`UsageError` naming the file and key.
+    Scalars of int/float/bool/list fields are converted; other values pass through."""
+    known = {f.name: (dc, f) for dc in dataclass_types for f in dataclasses.fields(dc) if f.init}
+    values: dict[str, Any] = {}
+    for key, value in load_yaml(path).items():
+        if key not in known:
+            raise UsageError(f"{path}: unknown field {key!r} (see --help for the fields)")
+        dc, field = known[key]
+        try:
+            kind, inner = _field_type(dc, field)
+        except (NameError, TypeError):  # annotations that cannot be resolved: pass through
+            kind, inner = object, None
+        if kind in (int, float, bool, list):
+            value = _coerce(value, kind, inner, where=f"{path}: field {key!r}")
+        values[key] = value
+    return values
+
+
 def parse_args(
     dataclass_types: Sequence[type],
     argv: Sequence[str] | None = None,
@@ -132,17 +152,8 @@ def parse_args(
     given = vars(namespace)
     config_path = given.pop("config", None)
     values: dict[str, Any] = dict(overrides or {})
-    known = {f.name: (dc, f) for dc in dataclass_types for f in dataclasses.fields(dc) if f.init}
     if config_path:
-        for key, value in load_yaml(config_path).items():
-            if key not in known:
-                raise UsageError(
-                    f"{config_path}: unknown field {key!r} (see --help for the fields)"
-                )
-            dc, field = known[key]
-            values[key] = _coerce(
-                value, *_field_type(dc, field), where=f"{config_path}: field {key!r}"
-            )
+        values.update(yaml_defaults(config_path, dataclass_types))
     values.update(given)
     out = []
     for dc in dataclass_types:

@@ -3,7 +3,8 @@
 Each (context, ending) pair is one sequence, as in the paper and the Hugging Face example:
 segment A is ``sent1``, segment B is ``sent2 + " " + ending``; the pooled [CLS] vector times one
 learned vector scores it, and a softmax over the four endings gives the answer. Inputs are shaped
-(batch, 4, seq); :func:`recipes.finetune.pad_collate` pads over all choices.
+(batch, 4, seq); :class:`MultipleChoiceCollator` pads over all choices. :class:`SwagRecipe` is the
+:class:`recipes.runner.Task` behind ``scripts/run_swag.py`` (transformers.Trainer).
 
 Data: the SWAG CSV files as distributed (``video-id, fold-ind, startphrase, sent1, sent2,
 gold-source, ending0..3, label``; the test file has no label), JSON records with the same fields
@@ -20,10 +21,14 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from modeling.cli import UsageError
+
+from .data_files import iter_json_values, open_text, read_text
+from .runner import Arguments, Task
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +107,7 @@ def _example(record: dict, where: str, default_id: str) -> SwagExample:
 def read_swag_csv(path: str | Path) -> list[SwagExample]:
     """The SWAG CSV as distributed (a header row; ``label`` absent in the test file)."""
     path = Path(path)
-    with open(path, encoding="utf-8", newline="") as handle:
+    with open_text(path) as handle:
         reader = csv.DictReader(handle)
         columns = set(reader.fieldnames or [])
         missing = [c for c in ("sent1", "sent2", *ENDINGS) if c not in columns]
@@ -115,15 +120,17 @@ def read_swag_csv(path: str | Path) -> list[SwagExample]:
 
 
 def read_swag_file(path: str | Path) -> list[SwagExample]:
-    """CSV or JSON records, chosen by the file's first non-blank character."""
-    from .ner import is_json_file, read_json_records
-
-    if is_json_file(path):
-        return [
-            _example(record, f"{path}: record {number}", str(number))
-            for number, record in enumerate(read_json_records(path))
-        ]
-    return read_swag_csv(path)
+    """CSV or JSON records (JSON lines, a list, or concatenated objects), chosen by the file's
+    first non-blank character."""
+    if read_text(path).lstrip()[:1] not in ("{", "["):
+        return read_swag_csv(path)
+    examples = []
+    for value, line in iter_json_values(path):
+        for record in value if isinstance(value, list) else [value]:
+            if not isinstance(record, dict):
+                raise UsageError(f"{path}:{line}: expected an object, got {record!r:.60}")
+            examples.append(_example(record, f"{path}:{line}", str(len(examples))))
+    return examples
 
 
 def load_hub_swag(name: str, config: str, split: str) -> list[SwagExample]:
@@ -175,17 +182,29 @@ def synthetic_swag(n: int, seed: int = 0, task: str = "binding") -> list[SwagExa
 
 
 # --------------------------------------------------------------------------------------------
-# Features, metric, predictions
+# Features, batches, predictions
 # --------------------------------------------------------------------------------------------
 
 
-def build_features(
-    examples: Sequence[SwagExample], tokenizer, max_seq_length: int = 128
-) -> list[dict]:
+def to_record(example: SwagExample) -> dict[str, Any]:
+    return {
+        "id": example.id,
+        "context": example.context,
+        "start": example.start,
+        "endings": list(example.endings),
+        "label": example.label,
+    }
+
+
+def tokenize_batch(batch: dict[str, list], tokenizer, max_seq_length: int = 128) -> dict:
     """Four ``[CLS] sent1 [SEP] sent2 ending [SEP]`` sequences per example, longest-first
-    truncation (as Google's ``_truncate_seq_pair``); ``labels`` when the example has one."""
-    firsts = [e.context for e in examples for _ in e.endings]
-    seconds = [f"{e.start} {ending}".strip() for e in examples for ending in e.endings]
+    truncation (as Google's ``_truncate_seq_pair``); ``labels`` when every example has one."""
+    firsts = [c for c, endings in zip(batch["context"], batch["endings"]) for _ in endings]
+    seconds = [
+        f"{start} {ending}".strip()
+        for start, endings in zip(batch["start"], batch["endings"])
+        for ending in endings
+    ]
     enc = tokenizer(
         firsts,
         seconds,
@@ -194,50 +213,70 @@ def build_features(
         return_token_type_ids=True,
         return_attention_mask=True,
     )
-    features = []
-    for i, example in enumerate(examples):
+    out: dict[str, list] = {"input_ids": [], "token_type_ids": [], "attention_mask": []}
+    for i in range(len(batch["context"])):
         rows = slice(i * NUM_CHOICES, (i + 1) * NUM_CHOICES)
-        feature = {
-            "input_ids": enc["input_ids"][rows],
-            "token_type_ids": enc["token_type_ids"][rows],
-            "attention_mask": enc["attention_mask"][rows],
-            "example_index": i,
-        }
-        if example.label is not None:
-            feature["labels"] = example.label
-        features.append(feature)
-    return features
+        for key in out:
+            out[key].append(enc[key][rows])
+    if all(label is not None for label in batch["label"]):
+        out["labels"] = batch["label"]
+    return out
 
 
-def accuracy(logits: Sequence[np.ndarray], examples: Sequence[SwagExample]) -> float:
-    labelled = [(lg, e.label) for lg, e in zip(logits, examples) if e.label is not None]
+def build_features(
+    examples: Sequence[SwagExample], tokenizer, max_seq_length: int = 128
+) -> list[dict]:
+    """:func:`tokenize_batch` over examples, one feature dict per example."""
+    batch = {k: [to_record(e)[k] for e in examples] for k in to_record(examples[0])}
+    columns = tokenize_batch(batch, tokenizer, max_seq_length)
+    return [{k: v[i] for k, v in columns.items()} for i in range(len(examples))]
+
+
+@dataclass
+class MultipleChoiceCollator:
+    """Pads a batch of (choices x tokens) features to (batch, choices, longest); ``labels``
+    optional (the SWAG test file has none)."""
+
+    tokenizer: Any
+
+    def __call__(self, features: list[dict]) -> dict:
+        import torch
+
+        keys = ("input_ids", "token_type_ids", "attention_mask")
+        num_choices = len(features[0]["input_ids"])
+        flat = [{k: f[k][c] for k in keys if k in f} for f in features for c in range(num_choices)]
+        batch = self.tokenizer.pad(flat, padding=True, return_tensors="pt")
+        batch = {k: v.view(len(features), num_choices, -1) for k, v in batch.items()}
+        if "labels" in features[0]:
+            batch["labels"] = torch.tensor([int(f["labels"]) for f in features])
+        return batch
+
+
+def accuracy(logits: Sequence[np.ndarray], labels: Sequence[int | None]) -> float:
+    """Percent of labelled examples whose highest-scoring ending is the gold one."""
+    labelled = [(lg, label) for lg, label in zip(logits, labels) if label is not None]
     if not labelled:
         return float("nan")
     return 100.0 * float(np.mean([int(np.argmax(lg)) == label for lg, label in labelled]))
 
 
-def write_predictions(path: str | Path, examples: Sequence[SwagExample], logits) -> None:
+def write_predictions(path: str | Path, ids: Sequence[str], labels: Sequence, logits) -> None:
     """JSON lines: id, predicted ending, gold label (or null), softmax over the endings."""
     import json
 
     from modeling import atomic
 
     with atomic.atomic_open(path, "w", encoding="utf-8") as handle:
-        for example, values in zip(examples, logits):
+        for example_id, label, values in zip(ids, labels, logits, strict=True):
             probs = np.exp(values - values.max())
             probs /= probs.sum()
             record = {
-                "id": example.id,
+                "id": example_id,
                 "prediction": int(np.argmax(values)),
-                "label": example.label,
+                "label": label,
                 "probabilities": [round(float(p), 6) for p in probs],
             }
             handle.write(json.dumps(record) + "\n")
-
-
-# --------------------------------------------------------------------------------------------
-# The recipe
-# --------------------------------------------------------------------------------------------
 
 
 def _load_split(data_args: SwagDataArguments, which: str, seed: int) -> list[SwagExample] | None:
@@ -257,79 +296,60 @@ def _load_split(data_args: SwagDataArguments, which: str, seed: int) -> list[Swa
     return None
 
 
-def run(model_args, data_args: SwagDataArguments, train_args) -> dict:
-    """Train (over the grid if given), report dev accuracy, write predictions; each run writes
-    ``eval_results.json`` and ``{dev,test}_predictions.jsonl`` in its output folder."""
-    splits = {}  # data first: a bad file fails at once, before torch and transformers load
-    for which, limit in (
-        ("train", train_args.max_train_samples),
-        ("validation", train_args.max_eval_samples),
-        ("test", train_args.max_predict_samples),
-    ):
-        examples = _load_split(data_args, which, train_args.seed)
-        splits[which] = examples[:limit] if examples is not None and limit else examples
-    if train_args.do_train and not splits["train"]:
-        raise UsageError("--do_train needs --train_file, --dataset_name or --synthetic_train")
-    if train_args.do_train and any(e.label is None for e in splits["train"]):
-        raise UsageError("the training data has examples without a label")
+# --------------------------------------------------------------------------------------------
+# The recipe
+# --------------------------------------------------------------------------------------------
 
-    from modeling import BertForMultipleChoice
 
-    from .finetune import (
-        grid_search,
-        load_model,
-        load_tokenizer,
-        predict,
-        save_model,
-        set_seed,
-        train,
-        write_results,
-    )
+class SwagRecipe(Task):
+    """SWAG (or the synthetic task) with ``BertForMultipleChoice`` on the Trainer runner."""
 
-    tokenizer = load_tokenizer(model_args)
-    features = {
-        k: build_features(v, tokenizer, data_args.max_seq_length) if v else None
-        for k, v in splits.items()
-    }
+    name = "swag"
+    description = "Fine-tune BERT for SWAG multiple choice with transformers.Trainer."
+    data_args_class = SwagDataArguments
+    model_class = "BertForMultipleChoice"
+    metric_for_grid = "eval_accuracy"
+    output_files = ("dev_predictions.jsonl", "test_predictions.jsonl")
 
-    def run_one(args) -> dict:
-        set_seed(args.seed)  # the new head's initialisation too
-        model = load_model(BertForMultipleChoice, model_args)
-        results: dict = {}
-        if args.do_train:
-            trained = train(model, features["train"], args)
-            results["train"] = {
-                "train_loss": trained.train_loss,
-                "train_runtime": trained.train_runtime,
-                "steps": trained.steps,
-                "train_examples": len(features["train"]),
-            }
-            if args.save_model:
-                save_model(model, tokenizer, Path(args.output_dir) / "model")
-        for name, which, wanted in (
-            ("dev", "validation", args.do_eval),
-            ("test", "test", args.do_predict),
-        ):
-            if not wanted or not splits[which]:
-                continue
-            logits = predict(
-                model,
-                features[which],
-                args.per_device_eval_batch_size,
-                disable_tqdm=args.disable_tqdm,
-            )["logits"]
-            results[name] = {
-                "accuracy": accuracy(logits, splits[which]),
-                "examples": len(logits),
-            }
-            write_predictions(
-                Path(args.output_dir) / f"{name}_predictions.jsonl", splits[which], logits
-            )
-            logger.info("%s accuracy: %.2f%%", name, results[name]["accuracy"])
-        write_results(args.output_dir, "eval_results.json", results)
-        out = {"accuracy": results.get("dev", {}).get("accuracy", float("nan"))}
-        if "train" in results:
-            out["train_runtime"] = results["train"]["train_runtime"]
-        return out
+    def load_raw(self, data_args, split: str, args: Arguments) -> dict[str, list[dict]]:
+        which = {"train": "train", "eval": "validation", "predict": "test"}[split]
+        examples = _load_split(data_args, which, args.training.seed)
+        if not examples:
+            return {}
+        if split != "predict":
+            unlabelled = next((e for e in examples if e.label is None), None)
+            if unlabelled is not None:
+                raise UsageError(f"{which} example {unlabelled.id} has no label")
+        return {which: [to_record(e) for e in examples]}
 
-    return grid_search(train_args, run_one, metric="accuracy")
+    def featurise(self, batch, tokenizer, data_args, split):
+        return tokenize_batch(batch, tokenizer, data_args.max_seq_length)
+
+    def data_collator(self, tokenizer, args: Arguments):
+        return MultipleChoiceCollator(tokenizer)
+
+    def compute_metrics(self, eval_pred) -> dict[str, float]:
+        logits = eval_pred.predictions
+        logits = logits[0] if isinstance(logits, tuple) else logits
+        return {"accuracy": accuracy(list(logits), list(eval_pred.label_ids))}
+
+    def _predict(self, trainer, raw, features, args, prefix: str, file: str) -> dict:
+        output = trainer.predict(features, metric_key_prefix=prefix)
+        metrics = dict(output.metrics, **{f"{prefix}_samples": len(output.predictions)})
+        if trainer.is_world_process_zero():
+            path = Path(args.training.output_dir) / file
+            write_predictions(path, list(raw["id"]), list(raw["label"]), output.predictions)
+        return metrics
+
+    def evaluate(self, trainer, name, raw, features, args) -> dict[str, float]:
+        metrics = self._predict(trainer, raw, features, args, "eval", "dev_predictions.jsonl")
+        trainer.log(metrics)
+        return metrics
+
+    def predict(self, trainer, name, raw, features, args) -> dict[str, float]:
+        return self._predict(trainer, raw, features, args, "predict", "test_predictions.jsonl")
+
+    def card(self, args: Arguments) -> dict[str, str]:
+        synthetic = args.data.synthetic_train or args.data.synthetic_eval
+        dataset = f"synthetic-{args.data.synthetic_task}" if synthetic else "swag"
+        return {"task": "multiple-choice", "dataset": dataset}

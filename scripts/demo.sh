@@ -24,7 +24,8 @@ echo "== 2/2 fine-tuning the checkpoint on a generated sentence-pair task"
 .venv/bin/python scripts/make_demo_pairs.py "$CORPUS" "$OUT/pairs"
 .venv/bin/python scripts/run_glue.py --model_name_or_path "$OUT/pretrain/model" \
   --task_name mrpc --data_dir "$OUT/pairs" --output_dir "$OUT/finetune" \
-  --learning_rate 1e-4 --per_device_train_batch_size 8 --num_train_epochs 10 --disable_tqdm
+  --do_train --do_eval --learning_rate 1e-4 --per_device_train_batch_size 8 --num_train_epochs 10 \
+  --disable_tqdm true
 
 echo "== results"
 echo "pretraining (held-out):"; .venv/bin/python -c "import json; print(json.dumps(json.load(open('$OUT/pretrain/train_results.json')).get('last_eval'), indent=1))"

@@ -1,38 +1,31 @@
 #!/usr/bin/env python
-"""Fine-tune BERT on a GLUE task; write dev metrics, dev predictions and leaderboard files.
+"""Fine-tune BERT on a GLUE task with transformers.Trainer, as transformers' run_glue.py.
 
     python scripts/run_glue.py --model_name_or_path PATH --task_name rte \
-        --data_dir ../shared/data/glue/RTE --output_dir outputs/glue/rte \
+        --data_dir ../shared/data/glue/RTE --do_train --do_eval --output_dir outputs/glue/rte \
         --config recipes/minilm/glue.yaml
 
-Also runs under ``accelerate launch``. ``--learning_rate_grid``/``--seeds`` run the paper's
-protocol (pick on dev; best, median and std over restarts). See ``recipes/glue.py``.
+Every flag of the installed ``transformers.TrainingArguments`` works (``--bf16``,
+``--eval_strategy``, ``--save_steps``, ``--resume_from_checkpoint``, ``--push_to_hub`` ...);
+also runs under ``accelerate launch``. ``--learning_rate_grid``/``--seeds`` run the paper's
+protocol. See ``recipes/glue/`` and ``recipes/runner.py``.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 
-from modeling.cli import main_guard, parse_args
-from recipes.arguments import ModelArguments, TrainingArguments
-from recipes.glue import GlueDataArguments
+from modeling.cli import main_guard
 
 
 def main(argv=None) -> dict:
-    model_args, data_args, train_args = parse_args(
-        [ModelArguments, GlueDataArguments, TrainingArguments],
-        argv,
-        description=__doc__.split("\n\n")[0],
-    )
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level="INFO")
-    from recipes.glue import run
+    from recipes.glue import GlueRecipe
+    from recipes.runner import run
 
-    outcome = run(model_args, data_args, train_args)
-    metrics = {k: v for k, v in outcome["metrics"].items() if not isinstance(v, str)}
-    print(json.dumps(metrics, indent=2))
+    outcome = run(GlueRecipe(), argv)
+    if "best_setting" not in outcome and os.environ.get("RANK", "0") == "0":
+        print(json.dumps({k: v for k, v in outcome.items() if k.startswith("eval_")}, indent=2))
     return outcome
 
 

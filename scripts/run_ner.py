@@ -9,10 +9,11 @@
         --test_file ../shared/data/conll2003/eng.testb --do_train --do_eval --do_predict \
         --document_context
 
-Every transformers.TrainingArguments flag works (--bf16, --eval_strategy, --save_strategy steps
---save_steps N, --resume_from_checkpoint [true|DIR], ...). Writes the model and tokenizer,
-eval_results.json / test_results.json (eval_precision, eval_recall, eval_f1, eval_accuracy and
-per type, percent, as conlleval), dev_predictions.txt / test_predictions.txt (token gold
+Every flag of the installed transformers.TrainingArguments works (--bf16, --eval_strategy,
+--save_strategy steps --save_steps N, --resume_from_checkpoint [true|DIR], --push_to_hub ...);
+--learning_rate_grid/--seeds run the paper's protocol. Writes the model and tokenizer,
+eval_results.json / predict_results.json (eval_precision, eval_recall, eval_f1, eval_accuracy
+and per type, percent, as conlleval), dev_predictions.txt / test_predictions.txt (token gold
 predicted), train_results.json, all_results.json, trainer_state.json and README.md into
 output_dir. --feature_based trains the paper's frozen-encoder BiLSTM tagger (Table 7).
 """
@@ -20,25 +21,20 @@ output_dir. --feature_based trains the paper's frozen-encoder BiLSTM tagger (Tab
 from __future__ import annotations
 
 import json
-import logging
 import os
 
 from modeling.cli import main_guard
 
 
 def main(argv=None) -> dict:
-    from recipes.ner.data import NerDataArguments
-    from recipes.trainer_setup import ModelArguments, parse_args
+    from recipes.ner.recipe import NerRecipe
+    from recipes.runner import run
 
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    model_args, data_args, training_args = parse_args([ModelArguments, NerDataArguments], argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    from recipes.ner.run import run
-
-    metrics = run(model_args, data_args, training_args)
-    if training_args.should_save:
-        print(json.dumps(metrics, indent=2, default=str))
-    return metrics
+    outcome = run(NerRecipe(), argv)
+    if "best_setting" not in outcome and os.environ.get("RANK", "0") == "0":
+        keys = ("eval_precision", "eval_recall", "eval_f1", "predict_f1", "train_runtime")
+        print(json.dumps({k: outcome[k] for k in keys if k in outcome}, indent=2))
+    return outcome
 
 
 if __name__ == "__main__":

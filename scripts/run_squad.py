@@ -10,39 +10,34 @@
         --train_file ../shared/data/squad/dev-v2.0.json[0:17] \
         --validation_file ../shared/data/squad/dev-v2.0.json[17:35]
 
-    # several processes: accelerate launch --config_file accelerate_configs/cpu.yaml \
-    #     scripts/run_squad.py ...
+    # several processes
+    accelerate launch --config_file accelerate_configs/cpu.yaml scripts/run_squad.py ...
 
-Every transformers.TrainingArguments flag works (--bf16, --eval_strategy, --save_strategy steps
---save_steps N, --resume_from_checkpoint [true|DIR], --deepspeed, ...). Writes the model and
+Every flag of the installed transformers.TrainingArguments works (--bf16, --eval_strategy,
+--save_strategy steps --save_steps N, --resume_from_checkpoint [true|DIR], --deepspeed,
+--push_to_hub ...); --learning_rate_grid/--seeds run the paper's protocol. Writes the model and
 tokenizer, predictions.json, nbest_predictions.json, null_odds.json (v2.0), train_results.json,
 eval_results.json (eval_-prefixed, percent), all_results.json, trainer_state.json and README.md
 into output_dir; for v2.0 the tuned null threshold tau (best_f1_thresh) is saved in the model
-config. See recipes/squad/.
+config. See recipes/squad/ and recipes/runner.py.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 
 from modeling.cli import main_guard
 
 
 def main(argv=None) -> dict:
-    from recipes.squad.data import SquadArguments
-    from recipes.trainer_setup import ModelArguments, parse_args
+    from recipes.runner import run
+    from recipes.squad.recipe import SquadRecipe
 
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    model_args, data_args, training_args = parse_args([ModelArguments, SquadArguments], argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level="INFO")
-    from recipes.squad.run import run
-
-    metrics = run(model_args, data_args, training_args)
-    if training_args.should_save:
-        print(json.dumps(metrics, indent=2, default=str))
-    return metrics
+    outcome = run(SquadRecipe(), argv)
+    if "best_setting" not in outcome and os.environ.get("RANK", "0") == "0":
+        print(json.dumps({k: v for k, v in outcome.items() if k.startswith("eval_")}, indent=2))
+    return outcome
 
 
 if __name__ == "__main__":

@@ -10,18 +10,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from modeling.cli import UsageError
 from recipes.glue import (
     TASKS,
+    Example,
     GlueDataArguments,
     GlueDataError,
     compute_metrics,
     decode_predictions,
+    examples_to_records,
     get_task,
     glue_score,
     load_split,
     read_glue_tsv,
     read_records_file,
-    tokenize_examples,
+    tokenize_batch,
     write_predictions,
     zip_submission,
 )
@@ -35,29 +38,29 @@ def test_classification_metrics_match_hand_computed_values():
     preds = [1, 1, 0, 0, 1, 0]
     refs = [1, 0, 0, 0, 1, 1]  # TP 2, FP 1, TN 2, FN 1
     cola = compute_metrics(get_task("cola"), preds, refs)
-    assert cola["matthews_correlation"] == pytest.approx((2 * 2 - 1 * 1) / math.sqrt(3**4))
-    assert cola["score"] == pytest.approx(1 / 3)
+    # percentages, as the paper's tables; one metric: no combined score
+    assert cola["matthews_correlation"] == pytest.approx(100 * (2 * 2 - 1 * 1) / math.sqrt(3**4))
+    assert set(cola) == {"matthews_correlation"}
     mrpc = compute_metrics(get_task("mrpc"), preds, refs)
-    assert mrpc["f1"] == pytest.approx(2 * 2 / (2 * 2 + 1 + 1))
-    assert mrpc["accuracy"] == pytest.approx(4 / 6)
-    assert mrpc["score"] == pytest.approx((2 / 3 + 4 / 6) / 2)
+    assert mrpc["f1"] == pytest.approx(100 * 2 * 2 / (2 * 2 + 1 + 1))
+    assert mrpc["accuracy"] == pytest.approx(100 * 4 / 6)
+    assert mrpc["combined_score"] == pytest.approx(100 * (2 / 3 + 4 / 6) / 2)
     # F1 is of the positive class 1, not of the majority or a macro average
     flipped = compute_metrics(get_task("qqp"), [1 - p for p in preds], [1 - r for r in refs])
-    assert flipped["f1"] == pytest.approx(2 * 2 / (2 * 2 + 1 + 1))  # TN/TP swap: same counts here
+    assert flipped["f1"] == pytest.approx(100 * 2 * 2 / (2 * 2 + 1 + 1))
     skewed = compute_metrics(get_task("qqp"), [1, 1, 1, 1], [1, 0, 0, 0])
-    assert skewed["f1"] == pytest.approx(2 / 5) and skewed["accuracy"] == 0.25
-    assert compute_metrics(get_task("rte"), [0, 1, 1], [0, 1, 0])["accuracy"] == pytest.approx(
-        2 / 3
-    )
+    assert skewed["f1"] == pytest.approx(40) and skewed["accuracy"] == 25
+    rte = compute_metrics(get_task("rte"), [0, 1, 1], [0, 1, 0])
+    assert rte == {"accuracy": pytest.approx(100 * 2 / 3)}
 
 
 def test_regression_metrics_match_hand_computed_values():
     stsb = compute_metrics(get_task("stsb"), [1.0, 2.0, 3.0, 10.0], [1.0, 3.0, 2.0, 4.0])
     # deviations (-3,-2,-1,6) and (-1.5,.5,-.5,1.5): cov 13, variances 50 and 5
-    assert stsb["pearson"] == pytest.approx(13 / math.sqrt(50 * 5))
+    assert stsb["pearson"] == pytest.approx(100 * 13 / math.sqrt(50 * 5))
     # ranks (1,2,3,4) vs (1,3,2,4): Spearman = Pearson of the ranks = 4/5
-    assert stsb["spearmanr"] == pytest.approx(0.8)
-    assert stsb["score"] == pytest.approx((13 / math.sqrt(250) + 0.8) / 2)
+    assert stsb["spearmanr"] == pytest.approx(80)
+    assert stsb["combined_score"] == pytest.approx(100 * (13 / math.sqrt(250) + 0.8) / 2)
 
 
 def test_glue_score_reproduces_bert_base_leaderboard_score():
@@ -198,16 +201,20 @@ def test_csv_json_and_stsb_files(shared_data, tmp_path):
 def test_tokenize_pairs_truncates_longest_first(minilm_path):
     from transformers import AutoTokenizer
 
-    from recipes.glue import Example
-
     tok = AutoTokenizer.from_pretrained(minilm_path)
     rte = get_task("rte")
     long_a = " ".join(["alpha"] * 40)
-    examples = [
-        Example("0", "the cat sat", "a dog ran", "entailment"),
-        Example("1", long_a, "short one", "not_entailment"),
-    ]
-    f0, f1 = tokenize_examples(examples, tok, rte, max_seq_length=16)
+    records = examples_to_records(
+        rte,
+        [
+            Example("0", "the cat sat", "a dog ran", "entailment"),
+            Example("1", long_a, "short one", "not_entailment"),
+        ],
+    )
+    batch = {k: [r[k] for r in records] for k in records[0]}
+    out = tokenize_batch(batch, tok, max_seq_length=16)
+    f0 = {k: v[0] for k, v in out.items()}
+    f1 = {k: v[1] for k, v in out.items()}
     assert tok.convert_ids_to_tokens(f0["input_ids"]) == (
         ["[CLS]", "the", "cat", "sat", "[SEP]", "a", "dog", "ran", "[SEP]"]
     )
@@ -215,11 +222,13 @@ def test_tokenize_pairs_truncates_longest_first(minilm_path):
     # 16 = CLS + 11 alpha + SEP + short one + SEP: only the longer segment was cut
     assert len(f1["input_ids"]) == 16 and f1["labels"] == 1
     assert tok.convert_ids_to_tokens(f1["input_ids"])[-4:] == ["[SEP]", "short", "one", "[SEP]"]
-    stsb = tokenize_examples([Example("0", "a", "b", 3.8)], tok, get_task("stsb"))
-    assert stsb[0]["labels"] == pytest.approx(3.8)
+    (stsb,) = examples_to_records(get_task("stsb"), [Example("0", "a", "b", 3.8)])
+    assert stsb["label"] == pytest.approx(3.8)
+    single = tokenize_batch({"text_a": ["x y"], "text_b": [None], "label": [None]}, tok)
+    assert "labels" not in single and single["token_type_ids"] == [[0, 0, 0, 0]]
 
 
-def test_leaderboard_file_format(tmp_path):
+def test_leaderboard_file_format(tmp_path, caplog):
     rte, stsb, mrpc = get_task("rte"), get_task("stsb"), get_task("mrpc")
     names = decode_predictions(rte, [np.array([2.0, -1.0]), np.array([0.0, 3.0])])
     assert names == ["entailment", "not_entailment"]
@@ -232,9 +241,14 @@ def test_leaderboard_file_format(tmp_path):
     assert (tmp_path / "STS-B.tsv").read_text() == "index\tprediction\n0\t3.142\n1\t0.500\n"
     write_predictions(tmp_path / "RTE.tsv", ["0", "1"], names)
     (tmp_path / "notes.txt").write_text("not part of the upload")
-    archive = zip_submission(tmp_path)
+    with caplog.at_level("WARNING"):
+        archive = zip_submission(tmp_path)
     assert archive == tmp_path.parent / f"{tmp_path.name}.zip"
     assert sorted(zipfile.ZipFile(archive).namelist()) == ["RTE.tsv", "STS-B.tsv"]
+    # the 9 other leaderboard files are named in the warning
+    assert "9 of the 11 GLUE leaderboard files missing" in caplog.text
+    assert "MNLI-mm.tsv" in caplog.text and "AX.tsv" in caplog.text
+    assert "RTE.tsv," not in caplog.text
 
 
 # ------------------------------------------------------------------------------------ end to end
@@ -280,76 +294,85 @@ def _rows(path: Path) -> list[list[str]]:
 @pytest.mark.slow
 def test_end_to_end_grid_on_rte_writes_results_and_submission(shared_data, tiny_model, tmp_path):
     out = tmp_path / "rte"
-    outcome = _run_glue(
-        [
-            "--config",
-            REPO / "recipes" / "minilm" / "glue.yaml",
-            "--model_name_or_path",
-            tiny_model,
-            "--task_name",
-            "rte",
-            "--data_dir",
-            shared_data / "glue" / "RTE",
-            "--output_dir",
-            out,
-            "--max_train_samples",
-            48,
-            "--learning_rate_grid",
-            1e-3,
-            1e-4,
-            "--batch_size_grid",
-            16,
-            "--num_train_epochs",
-            1,
-            "--do_predict",
-            "--disable_tqdm",
-        ]
-    )
+    argv = [
+        "--config",
+        REPO / "recipes" / "minilm" / "glue.yaml",
+        "--model_name_or_path",
+        tiny_model,
+        "--task_name",
+        "rte",
+        "--data_dir",
+        shared_data / "glue" / "RTE",
+        "--output_dir",
+        out,
+        "--cache_dir",
+        tmp_path / "cache",
+        "--max_train_samples",
+        48,
+        "--learning_rate_grid",
+        1e-3,
+        1e-4,
+        "--batch_size_grid",
+        16,
+        "--num_train_epochs",
+        1,
+        "--do_predict",
+        "--disable_tqdm",
+        "true",
+    ]
+    summary = _run_glue(argv)
     grid = json.loads((out / "grid_results.json").read_text())
-    assert len(grid["runs"]) == 2 and grid["metric"] == "score"
+    assert grid == json.loads(json.dumps(summary))
+    assert len(grid["runs"]) == 2 and grid["metric"] == "eval_accuracy"
     chosen = Path(grid["chosen_run"]["output_dir"])
+    assert grid["chosen_run"]["eval_accuracy"] == max(r["eval_accuracy"] for r in grid["runs"])
     results = json.loads((chosen / "eval_results.json").read_text())
-    assert {"accuracy", "score", "eval_samples", "train_loss"} <= set(results)
-    assert results["eval_samples"] == 277 and 0 <= results["accuracy"] <= 1
+    assert results["eval_samples"] == 277 and 0 <= results["eval_accuracy"] <= 100
     dev_rows = _rows(chosen / "eval_predictions.tsv")
     assert dev_rows[0] == ["index", "prediction"] and len(dev_rows) == 1 + 277
     assert {r[1] for r in dev_rows[1:]} <= {"entailment", "not_entailment"}
-    # the recorded accuracy is the accuracy of the written predictions
+    # the recorded accuracy (percent) is the accuracy of the written predictions
     ((_, dev),) = load_split(
         get_task("rte"),
         GlueDataArguments(task_name="rte", data_dir=str(shared_data / "glue" / "RTE")),
         "dev",
     )
     agree = np.mean([r[1] == e.label for r, e in zip(dev_rows[1:], dev)])
-    assert agree == pytest.approx(results["accuracy"])
+    assert 100 * agree == pytest.approx(results["eval_accuracy"])
+    # the chosen cell is promoted: output_dir holds its model, results, card and submission
+    assert json.loads((out / "eval_results.json").read_text()) == results
+    assert (out / "config.json").is_file() and (out / "README.md").is_file()
     test_rows = _rows(out / "submission" / "RTE.tsv")
     assert test_rows[0] == ["index", "prediction"] and len(test_rows) == 1 + 3000
     assert [r[0] for r in test_rows[1:4]] == ["0", "1", "2"]
-    assert zipfile.ZipFile(outcome["submission_zip"]).namelist() == ["RTE.tsv"]
+    assert zipfile.ZipFile(out / "submission.zip").namelist() == ["RTE.tsv"]
+    # a second launch into the same folder is refused; resuming reuses the finished cells
+    with pytest.raises(UsageError, match="is not empty"):
+        _run_glue(argv)
+    stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/all_results.json")}
+    again = _run_glue([*argv, "--resume_from_checkpoint", "true"])
+    assert again["chosen_run"] == grid["chosen_run"]
+    assert {p: p.stat().st_mtime_ns for p in out.glob("*/all_results.json")} == stamps
 
 
 @pytest.mark.slow
 def test_submission_for_every_test_set_present(shared_data, tiny_model, tmp_path):
     """Leaderboard files for every real GLUE test set here: names, headers, row counts."""
-    from recipes.arguments import ModelArguments, TrainingArguments
-    from recipes.finetune import load_tokenizer
-    from recipes.glue import build_model, predict_test_sets
-
-    model_args = ModelArguments(model_name_or_path=str(tiny_model))
-    tokenizer = load_tokenizer(model_args)
-    args = TrainingArguments(output_dir=str(tmp_path), per_device_eval_batch_size=256)
-    args.disable_tqdm = True
     submission = tmp_path / "glue_submission"
     expected = {}
     for name in ("cola", "sst2", "mrpc", "rte", "wnli", "qnli", "ax"):
         task = get_task(name)
-        data = GlueDataArguments(task_name=name, data_dir=str(shared_data / "glue" / task.folder))
-        test_sets = load_split(task, data, "test")
-        predict_test_sets(task, build_model(task, model_args), tokenizer, test_sets, data, args,
-                          submission)  # fmt: skip
-        for eval_set, examples in test_sets:
+        folder = shared_data / "glue" / task.folder
+        _run_glue(
+            ["--model_name_or_path", tiny_model, "--task_name", name, "--data_dir", folder]
+            + ["--do_train", "false", "--do_eval", "false", "--do_predict"]
+            + ["--output_dir", tmp_path / name, "--submission_dir", submission]
+            + ["--per_device_eval_batch_size", 256, "--cache_dir", tmp_path / "cache"]
+        )
+        data = GlueDataArguments(task_name=name, data_dir=str(folder))
+        for eval_set, examples in load_split(task, data, "test"):
             expected[eval_set.submission] = (len(examples), set(task.labels))
-    archive = zip_submission(submission)
+    archive = tmp_path / "glue_submission.zip"
     with zipfile.ZipFile(archive) as zf:
         assert sorted(zf.namelist()) == sorted(expected)
         assert sorted(expected) == sorted(
@@ -395,14 +418,15 @@ def test_mnli_two_dev_sets_and_ax_with_the_mnli_model(shared_data, tiny_model, t
     (mnli / "test_mismatched.tsv").write_text(test_header + rows(4, False))
     (tmp_path / "glue" / "AX").symlink_to(shared_data / "glue" / "AX")
     out = tmp_path / "out"
-    outcome = _run_glue(
+    metrics = _run_glue(
         ["--model_name_or_path", tiny_model, "--task_name", "mnli", "--data_dir", mnli]
-        + ["--output_dir", out, "--num_train_epochs", 1, "--do_predict", "--disable_tqdm"]
-        + ["--submission_dir", tmp_path / "sub", "--save_model", "false"]
+        + ["--output_dir", out, "--num_train_epochs", 1, "--do_train", "--do_eval"]
+        + ["--do_predict", "--disable_tqdm", "true", "--cache_dir", tmp_path / "cache"]
+        + ["--submission_dir", tmp_path / "sub"]
     )
-    metrics = outcome["metrics"]
     assert metrics["eval_samples"] == 9 and metrics["eval_samples_mm"] == 6
-    assert metrics["score"] == pytest.approx((metrics["accuracy"] + metrics["accuracy_mm"]) / 2)
+    written = json.loads((out / "eval_results.json").read_text())
+    assert written["eval_accuracy_mm"] == metrics["eval_accuracy_mm"]
     assert len(_rows(out / "eval_predictions.tsv")) == 10
     assert len(_rows(out / "eval_predictions_mismatched.tsv")) == 7
     names = zipfile.ZipFile(tmp_path / "sub.zip").namelist()
@@ -411,24 +435,43 @@ def test_mnli_two_dev_sets_and_ax_with_the_mnli_model(shared_data, tiny_model, t
     assert len(_rows(tmp_path / "sub" / "MNLI-mm.tsv")) == 5
 
 
+def _cli(*argv, timeout=180):
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "run_glue.py"), *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def test_cli_reports_bad_input_in_one_line(tmp_path, minilm_path):
     bad = tmp_path / "train.csv"
     bad.write_text("sentence1,sentence2,label\na,b,entailment\nc,d\n")
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "run_glue.py"), "--model_name_or_path"]
-        + [str(minilm_path), "--task_name", "rte", "--train_file", str(bad)]
-        + ["--validation_file", str(bad), "--output_dir", str(tmp_path / "o")],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    common = ["--model_name_or_path", minilm_path, "--task_name", "rte", "--do_train"]
+    proc = _cli(
+        *common, "--train_file", bad, "--validation_file", bad, "--output_dir", tmp_path / "o"
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == f"error: {bad}:3: wrong number of fields"
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "run_glue.py"), "--model_name_or_path", "x"]
-        + ["--task_name", "rte"],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    binary = tmp_path / "dev.tsv"
+    binary.write_bytes(b"index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\t\xff\xfe\tc\n")
+    proc = _cli(*common, "--train_file", binary, "--output_dir", tmp_path / "o")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: {binary}:3: not UTF-8 text (byte 0xff at offset 51)"
     )
+    binary.write_bytes(b"\x00\x01\x02binary")
+    proc = _cli(*common, "--train_file", binary, "--output_dir", tmp_path / "o")
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: {binary}:1: binary data (NUL byte), not a text file"
+    )
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    good = tmp_path / "good.tsv"
+    good.write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n")
+    proc = _cli(*common, "--train_file", good, "--output_dir", a_file)
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: --output_dir {a_file} is a file, not a folder"
+    )
+    proc = _cli("--model_name_or_path", "x", "--task_name", "rte", "--output_dir", tmp_path)
     assert proc.returncode == 2 and "exactly one of --data_dir" in proc.stderr

@@ -400,9 +400,11 @@ def test_run_ner_end_to_end_on_fixture(shared_data, tiny_model, tmp_path, contex
     assert state["global_step"] == 3
     assert results["eval_windows"] > results["eval_samples"] == 10
     assert {"eval_precision", "eval_recall", "eval_f1", "eval_accuracy"} <= set(results)
-    assert 0 <= results["test_f1"] <= 100
+    assert 0 <= results["predict_f1"] <= 100
     dev = json.loads((out / "eval_results.json").read_text())
-    assert dev["eval_f1"] == results["eval_f1"] and "test_f1" not in dev
+    assert dev["eval_f1"] == results["eval_f1"] and "predict_f1" not in dev
+    test = json.loads((out / "predict_results.json").read_text())
+    assert test["predict_f1"] == results["predict_f1"]
     gold = read_ner_file(fixture)
     lines = (out / "test_predictions.txt").read_text().split("\n")
     assert sum(1 for line in lines if line) == sum(len(s.words) for s in gold)
@@ -437,9 +439,8 @@ def test_run_ner_end_to_end_on_fixture(shared_data, tiny_model, tmp_path, contex
     ],
 )
 def test_binary_or_non_utf8_conll_is_a_file_line_error(tmp_path, content, message):
-    from recipes.ner.data import NerDataArguments
-    from recipes.ner.run import run
-    from recipes.trainer_setup import ModelArguments, parse_args
+    from recipes.ner.recipe import NerRecipe
+    from recipes.runner import run
 
     bad = tmp_path / "eng.bad"
     bad.write_bytes(content)
@@ -448,7 +449,7 @@ def test_binary_or_non_utf8_conll_is_a_file_line_error(tmp_path, content, messag
     argv = ["--model_name_or_path", "unused", "--train_file", str(bad), "--do_train"]
     argv += ["--output_dir", str(tmp_path / "out")]
     with pytest.raises(UsageError, match=message):
-        run(*parse_args([ModelArguments, NerDataArguments], argv))
+        run(NerRecipe(), argv)
     assert not (tmp_path / "out").exists()  # refused before anything started
     json_bad = tmp_path / "bad.json"
     json_bad.write_bytes(b'{"words": ["K\xf6ln"], "ner": ["B-LOC"]}\n')
@@ -457,18 +458,17 @@ def test_binary_or_non_utf8_conll_is_a_file_line_error(tmp_path, content, messag
 
 
 def test_output_dir_that_is_a_file_fails_before_training(shared_data, tmp_path):
-    from recipes.ner.data import NerDataArguments
-    from recipes.ner.run import run
-    from recipes.trainer_setup import ModelArguments, parse_args
+    from recipes.ner.recipe import NerRecipe
+    from recipes.runner import run
 
     taken = tmp_path / "taken"
     taken.write_text("a file")
     fixture = str(shared_data / "fixtures" / "conll" / "sample.json")
     argv = ["--model_name_or_path", "unused", "--train_file", fixture, "--do_train"]
-    with pytest.raises(UsageError, match=f"output_dir {taken} exists and is not a folder"):
-        run(*parse_args([ModelArguments, NerDataArguments], [*argv, "--output_dir", str(taken)]))
-    with pytest.raises(UsageError, match="is not a folder"):
-        run(*parse_args([ModelArguments, NerDataArguments], [*argv, "--output_dir", f"{taken}/x"]))
+    with pytest.raises(UsageError, match=f"--output_dir {taken} is a file, not a folder"):
+        run(NerRecipe(), [*argv, "--output_dir", str(taken)])
+    with pytest.raises(UsageError, match=f"{taken} is a file, not a folder"):
+        run(NerRecipe(), [*argv, "--output_dir", f"{taken}/x"])
 
 
 @pytest.mark.slow
@@ -484,6 +484,7 @@ def test_killed_run_resumes_to_the_same_dev_metrics(shared_data, tiny_model, tmp
         model_name_or_path=tiny_model, train_file=fixture, validation_file=fixture,
         do_train=True, do_eval=True, max_seq_length=16, num_train_epochs=4,
         per_device_train_batch_size=4, learning_rate=1e-3, save_strategy="steps", save_steps=4,
+        save_total_limit=10,
         logging_steps=1, disable_tqdm=True, seed=5,
     )  # fmt: skip
     run_script("run_ner", **flags, output_dir=tmp_path / "full")

@@ -570,9 +570,10 @@ def test_two_cpu_processes_count_every_dev_question_once(tmp_path, tokenizer):
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((out / "all_results.json").read_text())
     state = json.loads((out / "trainer_state.json").read_text())
+    assert results["train_final_learning_rate"] == 0.0
     # two processes really ran (one would take twice the steps), the schedule counted them
-    steps_per_epoch = -(-results["train_windows"] // (8 * 2))
-    assert results["train_windows"] > 16
+    steps_per_epoch = -(-results["train_samples"] // (8 * 2))
+    assert results["train_samples"] > 16
     assert state["global_step"] == 8 * steps_per_epoch
     # Trainer logs the rate each step used: the linear decay is one decrement above 0 at the
     # last step, so the schedule reaches 0 right after the last optimiser step
@@ -619,7 +620,7 @@ def _write(path, data: bytes):
             b'{"version": "1.1",\n "data": [\n"caf\xe9"]}',
             r"bad\.json:3: not UTF-8 text \(byte 0xe9",
         ),
-        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", r"bad\.json:1: not UTF-8 text"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", r"bad\.json:3: binary data \(NUL byte\)"),
         (b'{"data": [\n 1\n]}', r"bad\.json: data\[0\]: expected an object"),
     ],
 )
@@ -652,39 +653,47 @@ def test_output_dir_that_is_a_file_is_one_line(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"error: output_dir {target} exists and is not a folder"
+        f"error: --output_dir {target} is a file, not a folder"
     ]
 
 
 def test_second_launch_reads_the_windows_from_the_cache(tmp_path, tokenizer, monkeypatch):
     import os
 
-    from recipes.squad import features as squad_features
-    from recipes.squad.data import SquadArguments, load_split
+    from recipes import runner
+    from recipes.squad.recipe import SquadRecipe
 
     data_file = tmp_path / "squad.json"
     data_file.write_text(json.dumps(_synthetic_squad(n_articles=2)))
-    window = SquadArguments(max_seq_length=48, doc_stride=16, max_query_length=16).window()
-    cache = str(tmp_path / "cache")
+    flags = [
+        "--model_name_or_path", "unused", "--train_file", str(data_file), "--do_train",
+        "--version_2_with_negative", "--max_seq_length", "48", "--doc_stride", "16",
+        "--max_query_length", "16", "--cache_dir", str(tmp_path / "cache"),
+        "--output_dir", str(tmp_path / "out"),
+    ]  # fmt: skip
 
-    def launch():
-        rows = load_split([str(data_file)], True, True, cache_dir=cache)
-        return rows, squad_features.featurize(rows, tokenizer, window, True)
+    def launch(*extra):
+        task = SquadRecipe()
+        args = runner.parse_args(task, [*flags, *extra])
+        task.check(args)
+        data = runner.load_data(task, args, tokenizer, runner.read_raw(task, args))
+        return data.get("train")["squad"][1]
 
-    rows, first = launch()
+    first = launch()
     files = {f["filename"]: os.stat(f["filename"]).st_mtime_ns for f in first.cache_files}
-    assert files and all(name.startswith(cache) for name in files)
+    assert files and all(name.startswith(str(tmp_path / "cache")) for name in files)
+    assert first.features["input_ids"].feature.dtype == "int32"  # compact Arrow types
 
     def no_tokenising(*args, **kwargs):
         raise AssertionError("re-tokenised")
 
-    monkeypatch.setattr(squad_features, "prepare_features", no_tokenising)
-    again_rows, again = launch()
+    monkeypatch.setattr(SquadRecipe, "featurise", no_tokenising)
+    again = launch()
     assert {f["filename"]: os.stat(f["filename"]).st_mtime_ns for f in again.cache_files} == files
     assert again["input_ids"][:] == first["input_ids"][:]
     # other settings, or an edited file, are featurised anew
     with pytest.raises(AssertionError, match="re-tokenised"):
-        squad_features.featurize(rows, tokenizer, {**window, "doc_stride": 8}, True)
+        launch("--doc_stride", "8")
     data_file.write_text(json.dumps(_synthetic_squad(n_articles=3)))
     with pytest.raises(AssertionError, match="re-tokenised"):
         launch()

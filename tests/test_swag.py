@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from modeling.cli import UsageError
-from recipes.finetune import pad_collate, predict
 from recipes.swag import (
+    MultipleChoiceCollator,
     SwagExample,
     accuracy,
     build_features,
@@ -91,8 +91,7 @@ def test_multiple_choice_batch_shapes_and_loss(tokenizer, tmp_path):
 
     examples = synthetic_swag(3, seed=1)
     features = build_features(examples, tokenizer, 64)
-    keys = ["input_ids", "token_type_ids", "attention_mask", "labels"]
-    batch = pad_collate(features, tokenizer.pad_token_id, keys)
+    batch = MultipleChoiceCollator(tokenizer)(features)
     assert batch["input_ids"].shape == (3, 4, max(len(x) for f in features for x in f["input_ids"]))
     assert batch["labels"].tolist() == [e.label for e in examples]
     from test_ner import tiny_checkpoint
@@ -106,11 +105,18 @@ def test_multiple_choice_batch_shapes_and_loss(tokenizer, tmp_path):
     # each choice is scored on its own: the score of a choice ignores the other choices
     alone = model(**{k: v[:, :1] if v.dim() == 3 else v for k, v in batch.items() if k != "labels"})
     torch.testing.assert_close(alone.logits[:, 0], out.logits[:, 0], atol=1e-5, rtol=1e-5)
-    logits = predict(model, features, batch_size=2, disable_tqdm=True)["logits"]
-    assert [x.shape for x in logits] == [(4,)] * 3
-    np.testing.assert_allclose(np.stack(logits), out.logits.detach().numpy(), atol=1e-5)
+    # padding over choices changes nothing: one example at a time gives the same scores
+    for i, feature in enumerate(features):
+        one = MultipleChoiceCollator(tokenizer)([feature])
+        single = model(**{k: v for k, v in one.items() if k != "labels"}).logits[0]
+        torch.testing.assert_close(single, out.logits[i], atol=1e-5, rtol=1e-5)
+    # no labels (the test file): still a batch
+    stripped = [{k: v for k, v in f.items() if k != "labels"} for f in features]
+    unlabelled = MultipleChoiceCollator(tokenizer)(stripped)
+    assert "labels" not in unlabelled and unlabelled["input_ids"].shape[:2] == (3, 4)
     perfect = [np.eye(4)[e.label] for e in examples]
-    assert accuracy(perfect, examples) == 100
+    assert accuracy(perfect, [e.label for e in examples]) == 100
+    assert accuracy(perfect, [(e.label + 1) % 4 for e in examples]) == 0
 
 
 def test_synthetic_task_needs_the_context():
@@ -142,16 +148,21 @@ def test_run_swag_end_to_end_on_fixture(shared_data, tokenizer, tmp_path):
         model_name_or_path=tiny_checkpoint(tmp_path / "tiny", tokenizer),
         train_file=fixture,
         validation_file=fixture,
+        do_train=True,
+        do_eval=True,
         max_steps=2,
         per_device_train_batch_size=4,
         output_dir=out,
-        disable_tqdm=True,
+        cache_dir=tmp_path / "cache",
+        disable_tqdm="true",
     )
-    results = json.loads((out / "eval_results.json").read_text())
-    assert results["train"]["steps"] == 2 and results["dev"]["examples"] == 10
+    results = json.loads((out / "all_results.json").read_text())
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 2 and results["train_samples"] == 10
+    assert results["eval_samples"] == 10 and results["train_final_learning_rate"] == 0
     rows = [json.loads(line) for line in (out / "dev_predictions.jsonl").read_text().splitlines()]
     assert [r["label"] for r in rows[:3]] == [0, 3, 1]
     assert all(abs(sum(r["probabilities"]) - 1) < 1e-4 for r in rows)
     hits = sum(r["prediction"] == r["label"] for r in rows)
-    assert results["dev"]["accuracy"] == pytest.approx(10.0 * hits)
-    assert (out / "model" / "config.json").is_file()
+    assert results["eval_accuracy"] == pytest.approx(10.0 * hits)  # percent
+    assert (out / "config.json").is_file() and (out / "README.md").is_file()

@@ -7,5 +7,6 @@
 * :mod:`.metrics`: conlleval, digit for digit;
 * :mod:`.tagger`: the feature-based BiLSTM tagger (frozen encoder, Table 7);
 * :mod:`.trainer`: ``NerTrainer`` (evaluate = word-level conlleval + prediction files);
-* :mod:`.run`: the recipe behind ``scripts/run_ner.py``.
+* :mod:`.recipe`: the task on the shared runner (:mod:`recipes.runner`), behind
+  ``scripts/run_ner.py``.
 """

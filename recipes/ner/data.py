@@ -20,7 +20,7 @@ from pathlib import Path
 
 from modeling.cli import UsageError
 
-from ..data_files import iter_json_values
+from ..data_files import iter_json_values, read_text
 
 logger = logging.getLogger(__name__)
 
@@ -69,18 +69,6 @@ class NerDataArguments:
     )
     feature_layers: int = field(default=4, metadata={"help": "last N layers concatenated"})
     lstm_hidden_size: int = field(default=768, metadata={"help": "BiLSTM size per direction"})
-    max_train_samples: int | None = field(
-        default=None, metadata={"help": "train on the first N sentences"}
-    )
-    max_eval_samples: int | None = field(
-        default=None, metadata={"help": "evaluate the first N dev sentences"}
-    )
-    max_predict_samples: int | None = field(
-        default=None, metadata={"help": "predict the first N test sentences"}
-    )
-    preprocessing_num_workers: int | None = field(
-        default=None, metadata={"help": "processes for featurisation (datasets.map num_proc)"}
-    )
 
     def __post_init__(self):
         if self.max_seq_length < 8:
@@ -268,24 +256,9 @@ def label_list(sentences: Iterable[Sentence]) -> list[str]:
 
 
 def read_text_lines(path: str | Path) -> list[str]:
-    """The lines of a UTF-8 text file; binary content (a NUL byte) or bytes that are not UTF-8
-    are a ``UsageError`` naming the file and the line."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found")
-    raw = path.read_bytes()
-    nul = raw.find(b"\x00")
-    if nul >= 0:
-        line = raw.count(b"\n", 0, nul) + 1
-        raise UsageError(f"{path}:{line}: binary data (NUL byte), expected CoNLL text")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
-        raise UsageError(
-            f"{path}:{line}: not UTF-8 text (byte {raw[err.start]:#04x} at offset {err.start})"
-        ) from None
-    return text.split("\n")
+    """The lines of a UTF-8 text file; binary content or bytes that are not UTF-8 are a
+    ``UsageError`` naming the file and the line (:func:`recipes.data_files.read_text`)."""
+    return read_text(path).split("\n")
 
 
 def documents(sentences: Sequence[Sentence]) -> Iterable[dict]:
@@ -316,7 +289,9 @@ def _rows(path: str, tag_scheme: str, tag_column: int, stamp):
     yield from documents(read_ner_file(path, tag_scheme, tag_column))
 
 
-def load_split(data_args: NerDataArguments, which: str, limit: int | None = None):
+def load_split(
+    data_args: NerDataArguments, which: str, limit: int | None = None, cache_dir: str | None = None
+):
     """``{which}_file`` (or ``--dataset_name``) -> a documents ``Dataset`` (``None`` if not
     given); ``limit`` keeps the first sentences. The file is read and checked first (a bad file
     fails here, in one line)."""
@@ -336,6 +311,7 @@ def load_split(data_args: NerDataArguments, which: str, limit: int | None = None
                 "stamp": stamp,
             },
             features=document_features(),
+            cache_dir=cache_dir,
         )
     elif data_args.dataset_name:
         sentences = load_hub_ner(data_args.dataset_name, which)

@@ -59,9 +59,12 @@ class FeatureBasedTagger(nn.Module):
     def from_encoder(cls, model_args, num_labels: int, **kwargs) -> FeatureBasedTagger:
         from modeling import BertModel
 
-        from ..trainer_setup import load_model
-
-        encoder = load_model(BertModel, model_args)
+        encoder = BertModel.from_pretrained(
+            model_args.model_name_or_path,
+            unpad_inputs=model_args.unpad_inputs,
+            attn_implementation=model_args.attn_implementation,
+            cache_dir=model_args.cache_dir,
+        )
         encoder.pooler = None  # unused: token features only
         return cls(encoder, num_labels, **kwargs)
 

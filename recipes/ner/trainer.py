@@ -4,7 +4,8 @@
 back in order by ``gather_for_metrics``), maps the window logits back to one tag per word
 (:func:`recipes.ner.features.decode_predictions`), scores them with conlleval and, on the main
 process only, writes ``{prefix}_predictions.txt`` (``token gold predicted``, conlleval's input).
-Metrics in percent: ``{prefix}_precision``, ``_recall``, ``_f1``, ``_accuracy`` and per type
+The feature-based tagger is saved with its head files (``tagger_config.json``,
+``tagger_head.safetensors``) beside Trainer's full state. Metrics in percent: ``{prefix}_precision``, ``_recall``, ``_f1``, ``_accuracy`` and per type
 ``{prefix}_{TYPE}_f1`` (and ``_precision``/``_recall``); ``{prefix}_samples`` counts sentences.
 """
 
@@ -29,6 +30,12 @@ class NerTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self.labels, self.eval_sentences = list(labels), eval_sentences
         self.last_predictions = None
+
+    def _save(self, output_dir: str | None = None, state_dict=None):
+        super()._save(output_dir, state_dict)
+        model = self.accelerator.unwrap_model(self.model)
+        if hasattr(model, "lstm"):  # the feature-based tagger: its head and settings too
+            model.save_pretrained(output_dir or self.args.output_dir)
 
     def _predict_words(self, features, sentences, description: str, prefix: str):
         inputs = features.select_columns([c for c in MODEL_COLUMNS if c in features.column_names])
@@ -58,7 +65,7 @@ class NerTrainer(Trainer):
             features, sentences, "Evaluation", metric_key_prefix
         )
         result = conlleval([s.tags for s in sentences], predicted)
-        name = "dev" if metric_key_prefix == "eval" else metric_key_prefix
+        name = {"eval": "dev", "predict": "test"}.get(metric_key_prefix, metric_key_prefix)
         if self.args.should_save:
             Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
             path = Path(self.args.output_dir) / f"{name}_predictions.txt"

@@ -7,7 +7,8 @@
 * :mod:`.metrics`: the official v1.1 / v2.0 evaluation scripts;
 * :mod:`.trainer`: ``QuestionAnsweringTrainer`` (``trainer_qa``);
 * :mod:`.pipeline`: ``QuestionAnsweringPipeline`` (any context length, tau from the config);
-* :mod:`.run`: the recipe behind ``scripts/run_squad.py``.
+* :mod:`.recipe`: the task on the shared runner (:mod:`recipes.runner`), behind
+  ``scripts/run_squad.py``.
 
 Submodules import ``transformers`` lazily: ``import recipes.squad.data`` is cheap.
 """

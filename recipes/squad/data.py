@@ -21,6 +21,8 @@ from typing import Any
 
 from modeling.cli import UsageError
 
+from ..data_files import read_text
+
 logger = logging.getLogger(__name__)
 
 # saved in a fine-tuned model's config (``squad_window``) for the inference pipeline
@@ -47,6 +49,9 @@ class SquadArguments:
     validation_file: str | None = field(
         default=None, metadata={"help": "official SQuAD JSON (FILE[a:b] keeps articles a..b-1)"}
     )
+    test_file: str | None = field(
+        default=None, metadata={"help": "SQuAD JSON to predict with --do_predict (answers unused)"}
+    )
     dataset_name: str | None = field(
         default=None, metadata={"help": "Hub dataset instead of files (squad, squad_v2)"}
     )
@@ -67,18 +72,8 @@ class SquadArguments:
     max_query_length: int = field(default=64, metadata={"help": "question tokens kept"})
     n_best_size: int = field(default=20, metadata={"help": "start/end candidates per window"})
     max_answer_length: int = field(default=30, metadata={"help": "longest answer, in tokens"})
-    max_train_samples: int | None = field(
-        default=None,
-        metadata={"help": "train on this many questions (shuffled with the seed below)"},
-    )
-    max_eval_samples: int | None = field(
-        default=None, metadata={"help": "evaluate the first N dev questions"}
-    )
     train_sample_seed: int = field(
-        default=12345, metadata={"help": "shuffle seed for max_train_samples (Google's 12345)"}
-    )
-    preprocessing_num_workers: int | None = field(
-        default=None, metadata={"help": "processes for featurisation (datasets.map num_proc)"}
+        default=12345, metadata={"help": "shuffle seed for --max_train_samples (Google's 12345)"}
     )
 
     def __post_init__(self):
@@ -120,14 +115,7 @@ def read_json_object(path: str | Path, what: str) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{what} {path} not found")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
-        raise SquadFormatError(
-            f"{path}:{line}: not UTF-8 text (byte {raw[err.start]:#04x} at offset {err.start})"
-        ) from None
+    text = read_text(path, SquadFormatError)
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:

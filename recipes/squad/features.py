@@ -250,34 +250,3 @@ def feature_types(is_training: bool):
             "max_context": small,
         }
     )
-
-
-def featurize(dataset, tokenizer, window: dict, is_training: bool, num_proc: int | None = None):
-    """``dataset.map(prepare_features, batched=True)``: windows for every question, cached on
-    disk by ``datasets`` (a second launch with the same data, tokenizer and settings reads the
-    cache instead of re-tokenising)."""
-    from datasets.fingerprint import Hasher
-
-    settings = {k: window[k] for k in ("max_seq_length", "doc_stride", "max_query_length")}
-    fingerprint = Hasher.hash(
-        (
-            dataset._fingerprint,
-            FEATURES_VERSION,
-            is_training,
-            settings,
-            tokenizer.__class__.__name__,
-            sorted(tokenizer.get_vocab().items()),
-            tokenizer.init_kwargs.get("do_lower_case"),
-        )
-    )
-    return dataset.map(
-        prepare_features,
-        batched=True,
-        batch_size=1000,
-        num_proc=num_proc,
-        remove_columns=dataset.column_names,
-        fn_kwargs={"tokenizer": tokenizer, "is_training": is_training, **settings},
-        features=feature_types(is_training),
-        new_fingerprint=fingerprint,
-        desc="train windows" if is_training else "dev windows",
-    )
