@@ -461,12 +461,24 @@ def _optimizer_class():
     return Lamb
 
 
+def param_groups(model, weight_decay: float) -> list[dict]:
+    """Weight decay on weights only: not on biases or LayerNorm parameters (as in BERT)."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        is_norm_or_bias = name.endswith("bias") or "LayerNorm" in name or param.ndim == 1
+        (no_decay if is_norm_or_bias else decay).append(param)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
 def build_optimizer(model, args: PretrainingArguments):
     """AdamW / Google's AdamWeightDecay / LAMB; no weight decay (and, for LAMB, no layer
     adaptation, as in the ALBERT/TF implementation) on biases and LayerNorm."""
     import torch
-
-    from recipes.finetune import param_groups
 
     groups = param_groups(model, args.weight_decay)
     common = dict(lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2))

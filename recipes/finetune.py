@@ -36,6 +36,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from modeling import atomic
 from modeling.constants import IGNORE_INDEX
+from modeling.pretraining import param_groups
 
 from .arguments import ModelArguments, TrainingArguments
 
@@ -166,21 +167,6 @@ def load_tokenizer(model_args: ModelArguments):
             f"tokenizer at {name} looks broken: {len(tokenizer)} entries, cls/sep missing?"
         )
     return tokenizer
-
-
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """Weight decay on weights only: not on biases or LayerNorm parameters (as in BERT)."""
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        (
-            no_decay if name.endswith("bias") or "LayerNorm" in name or param.ndim == 1 else decay
-        ).append(param)
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
 
 
 def adamw(model: torch.nn.Module, args: TrainingArguments) -> torch.optim.Optimizer:
