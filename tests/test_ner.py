@@ -3,6 +3,7 @@
 import json
 import random
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -511,3 +512,27 @@ def test_killed_run_resumes_to_the_same_dev_metrics(shared_data, tiny_model, tmp
     assert [h["step"] for h in history if "loss" in h] == list(range(1, steps + 1))
     with pytest.raises(UsageError, match="no checkpoint"):
         run_script("run_ner", **flags, output_dir=tmp_path / "none", resume_from_checkpoint="true")
+
+
+@pytest.mark.slow
+def test_seeds_grid_chooses_on_dev_f1_and_promotes_the_chosen_run(
+    shared_data, tiny_model, tmp_path
+):
+    fixture = str(shared_data / "fixtures" / "conll" / "sample.json")
+    out = tmp_path / "grid"
+    run_script(
+        "run_ner", model_name_or_path=tiny_model, train_file=fixture, validation_file=fixture,
+        do_train=True, do_eval=True, max_seq_length=16, max_steps=2,
+        per_device_train_batch_size=4, learning_rate_grid=[1e-3, 1e-2], seeds=[1, 2],
+        save_strategy="no", disable_tqdm=True, output_dir=out,
+    )  # fmt: skip
+    summary = json.loads((out / "grid_results.json").read_text())
+    assert len(summary["runs"]) == 4 and summary["metric"] == "eval_f1"
+    chosen = summary["chosen_run"]
+    best = max(summary["settings"], key=lambda s: s["eval_f1_median"])
+    assert chosen["learning_rate"] == best["learning_rate"]
+    assert chosen["eval_f1"] == best["eval_f1_best"]
+    # the grid folder holds the chosen run: its model, metrics and conlleval file
+    assert json.loads((out / "eval_results.json").read_text())["eval_f1"] == chosen["eval_f1"]
+    cell = Path(chosen["output_dir"])
+    assert (out / "dev_predictions.txt").read_text() == (cell / "dev_predictions.txt").read_text()
