@@ -432,7 +432,8 @@ def test_end_to_end_tiny_model_v2_writes_official_files_and_tau(tmp_path, tokeni
     data_file = tmp_path / "squad2.json"
     data_file.write_text(json.dumps(_synthetic_squad()))
     out = tmp_path / "out"
-    metrics = main(_squad_flags(model_dir, data_file, out))
+    flags = _squad_flags(model_dir, data_file, out)
+    metrics = main([*flags, "--do_predict", "--test_file", f"{data_file}[2:4]"])
     for name in ("predictions.json", "nbest_predictions.json", "null_odds.json",
                  "predictions_tuned_tau.json", "eval_results.json", "train_results.json",
                  "all_results.json", "trainer_state.json", "README.md", "config.json",
@@ -462,6 +463,10 @@ def test_end_to_end_tiny_model_v2_writes_official_files_and_tau(tmp_path, tokeni
     losses = [h["loss"] for h in history if "loss" in h]
     assert losses[-1] < losses[0]  # it learns something
     assert metrics["eval_f1"] == pytest.approx(results["eval_f1"])
+    # --do_predict runs after the tuned tau is in the config: it answers as at the tuned tau
+    predicted = json.loads((out / "predict_predictions.json").read_text())
+    assert predicted == json.loads((out / "predictions_tuned_tau.json").read_text())
+    assert json.loads((out / "predict_results.json").read_text())["predict_samples"] == 12
     # the pipeline: any context length, tau from the saved config
     qa = QuestionAnsweringPipeline.from_pretrained(out)
     assert qa.args.version_2_with_negative and qa.args.null_score_diff_threshold is None
