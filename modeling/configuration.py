@@ -1,7 +1,19 @@
 """BERT configuration with the field names and defaults of `transformers.BertConfig`.
 
-A checkpoint's `config.json` written by stock `transformers` loads here and the reverse, so the
-two libraries can exchange checkpoints. Three fields are ours and only change speed, never math:
+The model type is ``bert``, that of stock BERT, and the architecture names in ``config.json``
+are stock names (``BertForPreTraining``, ...): a folder we save is a stock BERT checkpoint, so
+``transformers``' Auto classes, pipelines and every tool built on them load it without this
+package and without a model-type warning, and our classes load any ``bert`` checkpoint.
+Checkpoints saved before this change carry ``model_type: "bert_toolkit"``; they are read as
+``bert`` (see :meth:`BertConfig.get_config_dict` and ``modeling.register_auto_classes``).
+
+Why not a model type of our own: the weights are plain BERT (identical state-dict names and
+math), so a distinct type would only make stock tools refuse checkpoints they can run. Our
+faster classes stay one flag away through ``auto_map`` (``save_pretrained(..., remote_code=True)``
+and ``trust_remote_code=True``).
+
+Three fields are ours and only change speed, never math; stock ``transformers`` keeps them as
+extra attributes and ignores them:
 
 * `unpad_inputs`: run the encoder on the non-padding tokens only (see `modeling.BertEncoder`).
 * `sparse_prediction_head`: when MLM labels are given, compute the MLM head only at the
@@ -17,14 +29,19 @@ from __future__ import annotations
 
 from transformers import PretrainedConfig
 
+# The model type this package wrote before it wrote ``bert`` (still read).
+LEGACY_MODEL_TYPE = "bert_toolkit"
+
 
 class BertConfig(PretrainedConfig):
     """Configuration of the BERT models in this package.
 
-    Field names and defaults are those of `transformers.BertConfig` (BERT-base, uncased vocab).
+    Field names and defaults are those of `transformers.BertConfig` (BERT-base, uncased vocab),
+    plus ``unpad_inputs``, ``sparse_prediction_head`` and ``check_inputs`` (see the module
+    docstring).
     """
 
-    model_type = "bert_toolkit"
+    model_type = "bert"
 
     def __init__(
         self,
@@ -49,6 +66,7 @@ class BertConfig(PretrainedConfig):
         check_inputs: bool = True,
         **kwargs,
     ):
+        kwargs.pop("model_type", None)  # a class attribute; "bert_toolkit" in legacy dicts
         kwargs.setdefault("tie_word_embeddings", True)
         super().__init__(pad_token_id=pad_token_id, **kwargs)
         if hidden_size % num_attention_heads != 0:
@@ -82,8 +100,9 @@ class BertConfig(PretrainedConfig):
 
     @classmethod
     def get_config_dict(cls, pretrained_model_name_or_path, **kwargs):
-        """Stock BERT configs (``model_type: bert``) are read as ours: same fields, same math."""
+        """Checkpoints saved with the former model type ``bert_toolkit`` are read as ``bert``
+        (same fields, same weights), without a model-type warning."""
         config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
-        if config_dict.get("model_type") == "bert":
+        if config_dict.get("model_type") == LEGACY_MODEL_TYPE:
             config_dict = {**config_dict, "model_type": cls.model_type}
         return config_dict, kwargs

@@ -50,21 +50,7 @@ try:  # transformers >= 5: initialisers that leave loaded weights untouched
 except ImportError:  # pragma: no cover - older transformers
     init = nn.init
 
-from .constants import IGNORE_INDEX
-
-# Written into config.json by save_pretrained(remote_code=True): the Auto classes then find the
-# classes in the copied source files, without this package installed.
-AUTO_MAP = {
-    "AutoConfig": "configuration.BertConfig",
-    "AutoModel": "modeling.BertModel",
-    "AutoModelForPreTraining": "modeling.BertForPreTraining",
-    "AutoModelForMaskedLM": "modeling.BertForMaskedLM",
-    "AutoModelForSequenceClassification": "modeling.BertForSequenceClassification",
-    "AutoModelForQuestionAnswering": "modeling.BertForQuestionAnswering",
-    "AutoModelForMultipleChoice": "modeling.BertForMultipleChoice",
-    "AutoModelForTokenClassification": "modeling.BertForTokenClassification",
-}
-
+from .constants import AUTO_MAP, IGNORE_INDEX, REMOTE_CODE_FILES
 
 # --------------------------------------------------------------------------------------------
 # Input checks and padding bookkeeping
@@ -430,13 +416,28 @@ class BertPreTrainedModel(PreTrainedModel):
     def save_pretrained(self, save_directory, *args, remote_code: bool = False, **kwargs):
         """`PreTrainedModel.save_pretrained`; with ``remote_code=True`` the folder also holds this
         package's modeling source and an ``auto_map``, so that
-        ``AutoModel.from_pretrained(folder, trust_remote_code=True)`` works without this package."""
+        ``AutoModel.from_pretrained(folder, trust_remote_code=True)`` picks these classes where
+        this package is not installed. ``model_type`` stays ``bert`` either way: without
+        ``trust_remote_code`` the folder loads as stock BERT.
+
+        Without ``remote_code`` an ``auto_map`` the config carries from a remote-code folder is
+        left out (the source files it names would be missing)."""
+        had_map = "auto_map" in self.config.__dict__
+        saved_map = self.config.__dict__.get("auto_map")
         if remote_code:
             self.config.auto_map = dict(AUTO_MAP)
-        super().save_pretrained(save_directory, *args, **kwargs)
+        elif saved_map == AUTO_MAP:
+            del self.config.auto_map
+        try:
+            super().save_pretrained(save_directory, *args, **kwargs)
+        finally:
+            if had_map:
+                self.config.auto_map = saved_map
+            elif "auto_map" in self.config.__dict__:
+                del self.config.auto_map
         if remote_code:
             here = Path(__file__).resolve().parent
-            for name in ("modeling.py", "configuration.py", "constants.py"):
+            for name in REMOTE_CODE_FILES:
                 shutil.copyfile(here / name, Path(save_directory) / name)
 
 

@@ -25,19 +25,17 @@ rest, the same way for every task, in the order of transformers' ``run_glue.py``
 
 Metrics are percentages (0-100) in every task, as in the paper's tables; keys are flat
 ``eval_<name>`` as in transformers' examples.
+
+Beside this module: :mod:`recipes.featurise` (raw sets, ``datasets`` featurisation and its
+cache), :mod:`recipes.grid` (the grid x seeds protocol), :mod:`recipes.card` (model card, Hub).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import hashlib
-import itertools
-import json
 import logging
 import os
 import shutil
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +43,27 @@ from pathlib import Path
 from typing import Any
 
 from modeling.cli import UsageError, yaml_defaults
+
+from .card import check_push, push_to_hub, write_model_card
+from .featurise import Data, featurise, load_data, read_raw, tokenizer_fingerprint
+
+__all__ = [
+    "Arguments",
+    "Data",
+    "ModelArguments",
+    "RunArguments",
+    "Task",
+    "build_parser",
+    "build_trainer",
+    "featurise",
+    "load_data",
+    "load_tokenizer",
+    "parse_args",
+    "read_raw",
+    "run",
+    "tokenizer_fingerprint",
+    "train_and_evaluate",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +223,12 @@ def build_parser(task: Task, defaults: dict[str, Any] | None = None):
     parser.add_argument(
         "--config", type=str, default=None, help="YAML recipe of field: value; flags override it"
     )
-    parser.set_defaults(**BERT_DEFAULTS, **task.training_defaults, **(defaults or {}))
+    import torch
+
+    # without a GPU, say so: TrainingArguments then accepts --bf16 (CPU autocast; AVX512-BF16
+    # or AMX make it faster than fp32) instead of refusing it as "no bf16 GPU"
+    machine = {"use_cpu": not torch.cuda.is_available()}
+    parser.set_defaults(**BERT_DEFAULTS, **machine, **task.training_defaults, **(defaults or {}))
     return parser
 
 
@@ -321,8 +345,9 @@ class Task:
         """After a grid (main process only), given the chosen cell's folder."""
 
     def card(self, args: Arguments) -> dict[str, str]:
-        """What the model card says about the task: ``task`` (e.g. text-classification),
-        ``dataset`` (a name) and ``dataset_config``."""
+        """What the model card says about the task: ``task`` (the Hub task type, e.g.
+        text-classification), ``dataset`` (a Hub dataset type, e.g. glue), ``dataset_config``,
+        ``data`` (a sentence on the data used) and ``pipeline_tag`` (if not the default)."""
         return {"task": "text-classification", "dataset": self.name}
 
 
@@ -387,133 +412,6 @@ def _remove(paths: Sequence[Path]) -> None:
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
-
-
-# --------------------------------------------------------------------------------------------
-# Data
-# --------------------------------------------------------------------------------------------
-
-
-def tokenizer_fingerprint(tokenizer) -> str:
-    """A hash of what the tokenizer does (vocabulary, normaliser, pre-tokeniser, special
-    tokens), not of its truncation state, which changes as it is used."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        spec = json.loads(backend.to_str())
-        spec.pop("truncation", None)
-        spec.pop("padding", None)
-        text = json.dumps(spec, sort_keys=True)
-    else:
-        text = json.dumps(sorted(tokenizer.get_vocab().items()))
-    text += repr((type(tokenizer).__name__, tokenizer.all_special_tokens))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def cache_root(model_args: ModelArguments) -> Path:
-    if model_args.cache_dir:
-        return Path(model_args.cache_dir) / "features"
-    import datasets
-
-    return Path(datasets.config.HF_DATASETS_CACHE) / "bert_toolkit_features"
-
-
-def _as_dataset(raw):
-    import datasets
-
-    if isinstance(raw, datasets.Dataset):
-        return raw
-    return datasets.Dataset.from_list(list(raw))
-
-
-def _cap(raw, limit: int | None):
-    if limit is None or len(raw) <= limit:
-        return raw
-    return raw.select(range(limit)) if hasattr(raw, "select") else raw[:limit]
-
-
-def featurise(task: Task, split: str, name: str, raw, tokenizer, args: Arguments):
-    """``raw`` examples -> features through ``Dataset.map(batched=True)``, cached on disk under a
-    key of (task, split, raw content, tokenizer, data arguments). A cache hit loads the Arrow
-    file memory-mapped without calling :meth:`Task.featurise`."""
-    import datasets
-
-    dataset = _as_dataset(raw)
-    key = hashlib.sha256(
-        json.dumps(
-            [
-                task.name,
-                task.feature_version,
-                split,
-                name,
-                dataset._fingerprint,
-                len(dataset),
-                tokenizer_fingerprint(tokenizer),
-                dataclasses.asdict(args.data),
-            ],
-            sort_keys=True,
-            default=str,
-        ).encode()
-    ).hexdigest()[:20]
-    root = cache_root(args.model)
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / f"{task.name}-{split}-{name}-{key}.arrow"
-    if path.is_file() and not args.run.overwrite_cache:
-        logger.info("%s %s: cached features %s", task.name, name, path)
-        return datasets.Dataset.from_file(str(path))
-    return dataset.map(
-        task.featurise,
-        batched=True,
-        fn_kwargs={"tokenizer": tokenizer, "data_args": args.data, "split": split},
-        remove_columns=dataset.column_names,
-        features=task.features(args.data, split),
-        cache_file_name=str(path),
-        load_from_cache_file=False,
-        desc=f"featurise {task.name} {name}",
-    )
-
-
-@dataclass
-class Data:
-    """Raw sets and their features, per split: ``{split: {name: (raw, features)}}``."""
-
-    sets: dict[str, dict[str, tuple[Any, Any]]]
-
-    def get(self, split: str) -> dict[str, tuple[Any, Any]]:
-        return self.sets.get(split, {})
-
-
-def read_raw(task: Task, args: Arguments) -> dict[str, dict[str, Any]]:
-    """Every raw set the run needs, read, validated and capped (``--max_*_samples``): a bad
-    file fails here, before the model loads."""
-    wanted = {
-        "train": (args.training.do_train, args.run.max_train_samples),
-        "eval": (args.training.do_eval, args.run.max_eval_samples),
-        "predict": (args.training.do_predict, args.run.max_predict_samples),
-    }
-    out = {}
-    for split, (on, limit) in wanted.items():
-        if not on:
-            continue
-        raw_sets = task.load_raw(args.data, split, args) or {}
-        if not raw_sets:
-            raise UsageError(f"--do_{split}: no {split} data for {task.name}")
-        out[split] = {name: _cap(raw, limit) for name, raw in raw_sets.items()}
-    return out
-
-
-def load_data(task: Task, args: Arguments, tokenizer, raw: dict[str, dict[str, Any]]) -> Data:
-    """Featurise every raw set, on the main process first (the others load its cache)."""
-    sets: dict[str, dict[str, tuple[Any, Any]]] = {}
-    with args.training.main_process_first(desc="featurise"):
-        for split, raw_sets in raw.items():
-            sets[split] = {}
-            for name, raw_set in raw_sets.items():
-                raw_set = _as_dataset(raw_set)
-                sets[split][name] = (
-                    raw_set,
-                    featurise(task, split, name, raw_set, tokenizer, args),
-                )
-    return Data(sets)
 
 
 # --------------------------------------------------------------------------------------------
@@ -610,292 +508,12 @@ def train_and_evaluate(task: Task, args: Arguments, tokenizer, data: Data, resum
         metrics.update(predict_metrics)
     if trainer.is_world_process_zero():
         task.finish(args, metrics)
-        write_model_card(task, args, metrics, trained=training_args.do_train)
+        write_model_card(task, args, metrics)
     training_args.push_to_hub = push
     if push and trainer.is_world_process_zero():
         push_to_hub(args)
     trainer.accelerator.wait_for_everyone()
     return metrics
-
-
-# --------------------------------------------------------------------------------------------
-# Model card and Hub
-# --------------------------------------------------------------------------------------------
-
-
-def _hyper_parameters(training_args) -> dict[str, Any]:
-    keys = (
-        "learning_rate",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-        "num_train_epochs",
-        "max_steps",
-        "warmup_steps",
-        "weight_decay",
-        "lr_scheduler_type",
-        "optim",
-        "max_grad_norm",
-        "seed",
-        "bf16",
-        "train_sampling_strategy",
-    )
-    out = {k: getattr(training_args, k) for k in keys}
-    out["world_size"] = training_args.world_size
-    return out
-
-
-def write_model_card(task: Task, args: Arguments, metrics: dict, trained: bool = True) -> Path:
-    """``README.md`` in output_dir: task, data, base model, hyper-parameters and results, with
-    model-index metadata so the Hub shows the results."""
-    out = Path(args.training.output_dir)
-    card = task.card(args)
-    results = {k: v for k, v in metrics.items() if k.startswith("eval_") and _is_number(v)}
-    try:
-        from modeling.hub import write_model_card as hub_card  # the project's card writer
-    except ImportError:
-        hub_card = None
-    if hub_card is not None:
-        return hub_card(
-            out,
-            base_model=args.model.model_name_or_path,
-            task=card.get("task"),
-            dataset=card.get("dataset"),
-            metrics=results,
-            hyper_parameters=_hyper_parameters(args.training),
-        )
-    name = Path(out).name
-    model_index = {
-        "name": name,
-        "results": [
-            {
-                "task": {"type": card.get("task")},
-                "dataset": {
-                    "name": card.get("dataset"),
-                    "type": card.get("dataset"),
-                    "config": card.get("dataset_config"),
-                },
-                "metrics": [
-                    {"name": k, "type": k.removeprefix("eval_"), "value": round(float(v), 4)}
-                    for k, v in sorted(results.items())
-                    if not _is_bookkeeping(k)
-                ],
-            }
-        ],
-    }
-    import yaml
-
-    meta = {
-        "library_name": "transformers",
-        "base_model": args.model.model_name_or_path,
-        "tags": ["bert-toolkit", task.name],
-        "datasets": [card.get("dataset")],
-        "pipeline_tag": card.get("task"),
-        "model-index": [model_index],
-    }
-    lines = [
-        "---",
-        yaml.safe_dump(meta, sort_keys=False).rstrip(),
-        "---",
-        "",
-        f"# {name}",
-        "",
-        f"{args.model.model_name_or_path} fine-tuned on {card.get('dataset')} "
-        f"({card.get('task')}) with bert-toolkit's `{task.name}` recipe on transformers.Trainer"
-        + ("." if trained else " (evaluation only: this folder holds no newly trained model)."),
-        "",
-        "## Results (dev set, percent)",
-        "",
-        "| metric | value |",
-        "|---|---|",
-        *[
-            f"| {k} | {float(v):.4g} |"
-            for k, v in sorted(results.items())
-            if not _is_bookkeeping(k)
-        ],
-        "",
-        "## Hyper-parameters",
-        "",
-        "| name | value |",
-        "|---|---|",
-        *[f"| {k} | {v} |" for k, v in _hyper_parameters(args.training).items()],
-        "",
-    ]
-    from modeling import atomic
-
-    path = out / "README.md"
-    atomic.write_text(path, "\n".join(lines))
-    return path
-
-
-def _is_bookkeeping(key: str) -> bool:
-    return key.endswith(("_runtime", "_per_second", "_preparation_time"))
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def push_to_hub(args: Arguments) -> None:
-    """Upload output_dir (model, tokenizer, results, card; no checkpoints) to the Hub."""
-    training_args = args.training
-    out = Path(training_args.output_dir)
-    repo_id = training_args.hub_model_id or out.name
-    try:
-        from modeling.hub import push_to_hub as hub_push
-    except ImportError:
-        hub_push = None
-    if hub_push is not None:
-        hub_push(
-            out,
-            repo_id,
-            private=training_args.hub_private_repo,
-            token=training_args.hub_token,
-        )
-        return
-    from huggingface_hub import HfApi
-
-    api = HfApi(token=training_args.hub_token)
-    repo = api.create_repo(repo_id, private=training_args.hub_private_repo, exist_ok=True)
-    api.upload_folder(
-        repo_id=getattr(repo, "repo_id", repo_id),
-        folder_path=str(out),
-        commit_message="bert-toolkit fine-tuning run",
-        ignore_patterns=["checkpoint-*", "checkpoint-*/**", "runs/**", "*.bin"],
-    )
-    logger.info("pushed %s to %s", out, repo_id)
-
-
-# --------------------------------------------------------------------------------------------
-# Grid x seeds (the paper's protocol)
-# --------------------------------------------------------------------------------------------
-
-
-def grid_cells(args: Arguments) -> list[dict[str, Any]]:
-    """Every (learning rate, batch size, epochs, seed) of the grid, grids defaulting to the
-    single values of the training arguments."""
-    t, r = args.training, args.run
-    axes = {
-        "learning_rate": r.learning_rate_grid or [t.learning_rate],
-        "per_device_train_batch_size": r.batch_size_grid or [t.per_device_train_batch_size],
-        "num_train_epochs": r.num_train_epochs_grid or [t.num_train_epochs],
-        "seed": r.seeds or [t.seed],
-    }
-    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
-
-
-def cell_name(cell: dict[str, Any]) -> str:
-    return (
-        "lr{learning_rate:g}_bs{per_device_train_batch_size}_ep{num_train_epochs:g}_seed{seed}"
-    ).format(**cell)
-
-
-def summarise_grid(rows: list[dict], metric: str, greater_is_better: bool = True) -> dict:
-    """Per setting (all but the seed): best, median, std over seeds; the setting with the best
-    median wins (chosen on dev), and its best restart is the run reported (as the paper)."""
-    settings: dict[tuple, dict] = {}
-    for row in rows:
-        key = (row["learning_rate"], row["per_device_train_batch_size"], row["num_train_epochs"])
-        settings.setdefault(key, {"runs": []})["runs"].append(row)
-    summary_settings = []
-    for (lr, bs, ep), entry in settings.items():
-        scores = [r[metric] for r in entry["runs"]]
-        summary_settings.append(
-            {
-                "learning_rate": lr,
-                "per_device_train_batch_size": bs,
-                "num_train_epochs": ep,
-                f"{metric}_best": max(scores) if greater_is_better else min(scores),
-                f"{metric}_median": statistics.median(scores),
-                f"{metric}_std": statistics.pstdev(scores) if len(scores) > 1 else 0.0,
-                "n": len(scores),
-            }
-        )
-    pick = max if greater_is_better else min
-    best = pick(summary_settings, key=lambda s: s[f"{metric}_median"])
-    chosen = pick(
-        (
-            r
-            for r in rows
-            if (r["learning_rate"], r["per_device_train_batch_size"], r["num_train_epochs"])
-            == (
-                best["learning_rate"],
-                best["per_device_train_batch_size"],
-                best["num_train_epochs"],
-            )
-        ),
-        key=lambda r: r[metric],
-    )
-    return {
-        "metric": metric,
-        "best_setting": best,
-        "chosen_run": chosen,
-        "settings": summary_settings,
-        "runs": rows,
-    }
-
-
-def run_grid(task: Task, args: Arguments, tokenizer, data: Data) -> dict:
-    """One Trainer run per cell in ``output_dir/<cell>``; a cell whose ``all_results.json``
-    exists is reused, a cell with checkpoints resumes from its latest (when resuming)."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    if not args.training.do_eval:
-        raise UsageError("a grid search chooses on dev: it needs --do_eval")
-    out = Path(args.training.output_dir)
-    resuming = bool(args.training.resume_from_checkpoint)
-    rows = []
-    for cell in grid_cells(args):
-        cell_dir = out / cell_name(cell)
-        done = cell_dir / "all_results.json"
-        if resuming and done.is_file():
-            metrics = json.loads(done.read_text())
-            logger.info("%s: done earlier, %s", cell_name(cell), _pretty(metrics, task))
-        else:
-            resume = None
-            if resuming and cell_dir.is_dir() and get_last_checkpoint(str(cell_dir)):
-                resume = True
-            training_args = dataclasses.replace(
-                args.training, output_dir=str(cell_dir), resume_from_checkpoint=None, **cell
-            )
-            training_args.push_to_hub = False
-            cell_args = dataclasses.replace(args, training=training_args)
-            metrics = train_and_evaluate(task, cell_args, tokenizer, data, resume=resume)
-        rows.append({**cell, "output_dir": str(cell_dir), **_numbers(metrics)})
-        logger.info("%s: %s", cell_name(cell), _pretty(metrics, task))
-    summary = summarise_grid(rows, task.metric_for_grid)
-    if args.training.process_index == 0:
-        from modeling import atomic
-
-        atomic.write_json(out / "grid_results.json", summary)
-        _promote(Path(summary["chosen_run"]["output_dir"]), out)
-        task.after_grid(args, Path(summary["chosen_run"]["output_dir"]))
-        if args.training.push_to_hub:
-            push_to_hub(args)
-    return summary
-
-
-def _promote(cell_dir: Path, out: Path) -> None:
-    """Copy the chosen run's model, results and card to the grid's output_dir (so that
-    ``from_pretrained(output_dir)`` is the chosen model)."""
-    for path in cell_dir.iterdir():
-        if path.name.startswith("checkpoint-") or path.name == "runs":
-            continue
-        target = out / path.name
-        if path.is_dir():
-            if target.exists():
-                shutil.rmtree(target)
-            shutil.copytree(path, target)
-        else:
-            shutil.copyfile(path, target)
-
-
-def _numbers(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if _is_number(v)}
-
-
-def _pretty(metrics: dict, task: Task) -> str:
-    key = task.metric_for_grid
-    return f"{key} = {metrics.get(key, float('nan')):.2f}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -919,6 +537,7 @@ def run(task: Task, argv: Sequence[str] | None = None, args: Arguments | None = 
     if resume and not args.training.do_train:
         raise UsageError("--resume_from_checkpoint needs --do_train")
     stale = check_output_dir(task, args, resume)
+    check_push(args)
     raw = read_raw(task, args)  # every file read and checked before the model loads
     tokenizer = load_tokenizer(args.model)
     if stale:
@@ -928,6 +547,8 @@ def run(task: Task, argv: Sequence[str] | None = None, args: Arguments | None = 
                 _remove(stale)
     data = load_data(task, args, tokenizer, raw)
     if args.run.is_grid:
+        from .grid import run_grid
+
         return run_grid(task, args, tokenizer, data)
     return train_and_evaluate(task, args, tokenizer, data, resume=resume)
 

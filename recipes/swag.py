@@ -352,4 +352,9 @@ class SwagRecipe(Task):
     def card(self, args: Arguments) -> dict[str, str]:
         synthetic = args.data.synthetic_train or args.data.synthetic_eval
         dataset = f"synthetic-{args.data.synthetic_task}" if synthetic else "swag"
-        return {"task": "multiple-choice", "dataset": dataset}
+        source = args.data.train_file or args.data.dataset_name or "generated examples"
+        return {
+            "task": "multiple-choice",
+            "dataset": dataset,
+            "data": f"{dataset} ({source}); dev accuracy on {args.data.validation_file or dataset}.",
+        }

@@ -54,6 +54,16 @@ def test_read_swag_csv_errors(tmp_path, text, message):
         read_swag_file(path)
 
 
+def test_binary_or_non_utf8_files_are_one_line_errors(tmp_path):
+    path = tmp_path / "val.csv"
+    path.write_bytes(f"{HEADER},label\n".encode() + b"0,\xe9t\xe9,x\n")
+    with pytest.raises(UsageError, match=rf"^{path}:2: not UTF-8 text \(byte 0xe9"):
+        read_swag_file(path)
+    path.write_bytes(b"PK\x03\x04\x00\x00binary")
+    with pytest.raises(UsageError, match=rf"^{path}:1: binary data"):
+        read_swag_file(path)
+
+
 def test_read_swag_json_fixture(shared_data):
     examples = read_swag_file(shared_data / "fixtures" / "swag" / "sample.json")
     assert len(examples) == 10

@@ -116,11 +116,25 @@ class GlueRecipe(Task):
             preds = np.asarray(logits).argmax(-1)
         return compute_metrics(self.glue, preds, eval_pred.label_ids)
 
+    def loss(self, logits, labels) -> float:
+        """The model's loss over the whole set (cross-entropy, or squared error for STS-B)."""
+        import numpy as np
+
+        logits = np.asarray(logits, dtype=np.float64)
+        if self.glue.is_regression:
+            return float(np.mean((logits.reshape(len(logits)) - np.asarray(labels)) ** 2))
+        shifted = logits - logits.max(-1, keepdims=True)
+        log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+        return float(-np.mean(log_probs[np.arange(len(labels)), np.asarray(labels, dtype=int)]))
+
     def evaluate(self, trainer, name, raw, features, args) -> dict[str, float]:
         """Dev metrics (``eval_*``; MNLI's mismatched set ``eval_*_mm``), logged to the
         trackers, and ``eval_predictions.tsv`` (index, predicted label)."""
         output = trainer.predict(features, metric_key_prefix="eval")
         metrics = dict(output.metrics, eval_samples=len(output.predictions))
+        # Trainer's eval_loss averages per-batch means, and on several processes the last
+        # batch's mean includes the copies that pad it: recompute it per example, exactly
+        metrics["eval_loss"] = self.loss(output.predictions, output.label_ids)
         suffix = "_mm" if name.endswith("mismatched") else ""
         metrics = {f"{k}{suffix}": v for k, v in metrics.items()}
         trainer.log(metrics)
@@ -164,8 +178,14 @@ class GlueRecipe(Task):
             zip_submission(target)
 
     def card(self, args: Arguments) -> dict[str, str]:
+        source = args.data.data_dir or args.data.dataset_name or args.data.train_file
+        limit = args.run.max_train_samples
         return {
             "task": "text-classification",
             "dataset": "glue",
+            "dataset_name": f"GLUE {self.glue.folder}",
             "dataset_config": self.glue.name,
+            "data": f"GLUE {self.glue.folder} from `{source}`"
+            + (f", the first {limit} training examples" if limit else "")
+            + f"; dev metrics on its {', '.join(s.name for s in self.glue.dev)} set(s).",
         }
