@@ -1,178 +1,174 @@
 #!/usr/bin/env python
-"""CoNLL-2003 NER: our model + loop vs stock ``AutoModelForTokenClassification`` + ``Trainer``.
-
-Both train the same checkpoint on the same features (first-piece labels, no document context)
-with the same hyper-parameters, then both are scored the same way (conlleval on the dev set).
+"""CoNLL-2003 NER, three ways on identical features: our model + Trainer (the recipe), stock
+``AutoModelForTokenClassification`` + Trainer, and our model + the previous hand-written loop
+(``recipes/finetune.py``, while it exists).
 
     python benchmarks/compare_ner.py --model_name_or_path MODEL --max_train_samples 1000 \
-        --learning_rate 1e-4 --per_device_train_batch_size 16 --num_train_epochs 1
+        --num_train_epochs 2 --per_device_train_batch_size 16 --learning_rate 1e-4 \
+        --seeds 42 43 44 --output_dir outputs/compare_ner
 
-Each side trains ``COMPARE_REPEATS`` times (default 2), the order alternating; the ratio is the
-median of the paired ratios. Per-step forward+backward times are also measured interleaved.
+Features come from the recipe (``recipes/ner``: first-piece labels, no document context), built
+once. Every side gets the same hyper-parameters (BERT's defaults of ``recipes/runner.py``:
+warmup 10%, weight decay 0.01, fused AdamW, clipping 1.0, random batches), the same seeds, and
+is scored the same way (``NerTrainer.evaluate``: conlleval on the dev set). Per seed the three
+trainings run one after the other in a rotating order, so that the drifting load of a shared
+machine is spread over the sides. Speed ratios are medians of per-seed ratios; they only count
+when the dev F1 of the sides lies within the seed spread. Writes ``compare_ner.json``.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import os
+import statistics
 import sys
+import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from modeling.cli import main_guard, parse_args  # noqa: E402
-from recipes.arguments import ModelArguments, TrainingArguments  # noqa: E402
-from recipes.ner import NerDataArguments  # noqa: E402
+from modeling.cli import main_guard  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "conll2003"
-REPEATS = int(os.environ.get("COMPARE_REPEATS", "2"))  # trainings per side, order alternating
+SIDES = ("ours_trainer", "stock_trainer", "ours_old_loop")
 
 
 def main(argv=None):
-    model_args, data_args, args = parse_args(
-        [ModelArguments, NerDataArguments, TrainingArguments],
-        argv,
-        description=__doc__,
-        overrides={
-            "train_file": str(SHARED / "eng.train"),
-            "validation_file": str(SHARED / "eng.testa"),
-            "output_dir": "outputs/compare_ner",
-            "save_model": False,
-        },
-    )
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    import statistics
-    import time
+    import dataclasses
 
+    from recipes import runner
+    from recipes.ner.recipe import NerRecipe
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    defaults = [
+        "--train_file", str(SHARED / "eng.train"), "--validation_file", str(SHARED / "eng.testa"),
+        "--do_train", "--do_eval", "--save_strategy", "no", "--disable_tqdm", "true",
+    ]  # fmt: skip
+    task = NerRecipe()
+    args = runner.parse_args(task, defaults + argv)
+    task.check(args)
+    tokenizer = runner.load_tokenizer(args.model)
+    data = runner.load_data(task, args, tokenizer, runner.read_raw(task, args))
+    ((_, train),) = data.get("train").values()
+    ((_, dev),) = data.get("eval").values()
+    train = train.select_columns(["input_ids", "token_type_ids", "attention_mask", "labels"])
+    seeds = args.run.seeds or [args.training.seed]
+    out = Path(args.training.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
     import torch
-    from stock_trainer import stock_model, train_with_trainer
 
-    from recipes.finetune import set_seed, train, write_results
-    from recipes.ner import (
-        _load_split,
-        _truncate,
-        build_features,
-        build_model,
-        evaluate,
-        label_list,
-    )
-
-    train_sents = _truncate(_load_split(data_args, "train"), args.max_train_samples)
-    dev_sents = _truncate(_load_split(data_args, "validation"), args.max_eval_samples)
-    labels = label_list(train_sents)
-    label2id = {t: i for i, t in enumerate(labels)}
-    from recipes.finetune import load_tokenizer
-
-    tokenizer = load_tokenizer(model_args)
-    features = build_features(
-        train_sents, tokenizer, label2id, data_args.max_seq_length, data_args.document_context
-    )
-    results = {
-        "train_sentences": len(train_sents),
-        "train_windows": len(features),
-        "train_pieces": sum(len(f["input_ids"]) for f in features),
-        "dev_sentences": len(dev_sents),
+    results: dict = {
+        "train_sentences": len(task.sentences["train"]),
+        "train_windows": len(train),
+        "dev_sentences": len(task.sentences["eval"]),
         "torch_threads": torch.get_num_threads(),
         "settings": {
-            "learning_rate": args.learning_rate,
-            "batch_size": args.per_device_train_batch_size,
-            "epochs": args.num_train_epochs,
-            "seed": args.seed,
-            "max_seq_length": data_args.max_seq_length,
+            k: getattr(args.training, k)
+            for k in ("learning_rate", "per_device_train_batch_size", "num_train_epochs")
         },
+        "runs": [],
     }
 
-    def score(model, name):
-        metrics, _ = evaluate(
-            model,
-            dev_sents,
-            tokenizer,
-            labels,
-            data_args,
-            args.per_device_eval_batch_size,
-            data_args.document_context,
-            args.disable_tqdm,
+    def trainer_for(model, seed):
+        from transformers import DataCollatorForTokenClassification
+
+        from recipes.ner.trainer import NerTrainer
+
+        training = dataclasses.replace(
+            args.training, seed=seed, output_dir=str(out / f"seed{seed}")
         )
-        results[name]["dev_f1"] = metrics["f1"]
-        results[name]["dev_per_type_f1"] = {t: r["f1"] for t, r in metrics["per_type"].items()}
-        results[name]["eval_runtime"] = metrics["runtime"]
-
-    runtimes: dict[str, list[float]] = {"ours": [], "stock": []}
-
-    def ours():
-        set_seed(args.seed)
-        model = build_model(model_args, data_args, labels)
-        trained = train(model, features, args)
-        runtimes["ours"].append(trained.train_runtime)
-        results["ours"] = {"train_runtime": trained.train_runtime, "train_loss": trained.train_loss}
-        score(model, "ours")
-        return model
-
-    def stock():
-        set_seed(args.seed)
-        model = stock_model(
-            "AutoModelForTokenClassification",
-            model_args.model_name_or_path,
-            num_labels=len(labels),
-            id2label=dict(enumerate(labels)),
-            label2id=label2id,
+        return NerTrainer(
+            model=model,
+            args=training,
+            train_dataset=train,
+            eval_dataset=dev,
+            processing_class=tokenizer,
+            data_collator=DataCollatorForTokenClassification(tokenizer),
+            labels=task.labels,
+            eval_sentences=task.sentences["eval"],
         )
-        start = time.perf_counter()
-        out = train_with_trainer(model, features, args)
-        runtimes["stock"].append(out["train_runtime"])
-        results["stock"] = {**out, "wall": time.perf_counter() - start}
-        score(model, "stock")
-        return model
 
-    # Whole trainings alternate (ours first, then stock first, ...): on a shared machine the
-    # load drifts, and a fixed order would charge the drift to one side.
-    models = {}
-    for repeat in range(REPEATS):
-        steps = [("ours", ours), ("stock", stock)]
-        for name, step in steps if repeat % 2 == 0 else steps[::-1]:
-            models[name] = step()
-            print(json.dumps(results, indent=2, default=float), flush=True)
-    results["train_runtimes"] = runtimes
-    # The two trainings ran one after the other on a shared machine: their wall times drift
-    # with the load. Interleaved steps on identical batches give the robust speed ratio.
-    results["interleaved_step_seconds"] = interleaved_steps(models, features, args, rounds=12)
-    results["step_time_ratio_stock_over_ours"] = (
-        results["interleaved_step_seconds"]["stock"] / results["interleaved_step_seconds"]["ours"]
-    )
-    results["train_time_ratio_stock_over_ours"] = statistics.median(
-        s / o for s, o in zip(runtimes["stock"], runtimes["ours"])
-    )
-    results["eval_time_ratio_stock_over_ours"] = (
-        results["stock"]["eval_runtime"] / results["ours"]["eval_runtime"]
-    )
-    write_results(args.output_dir, "compare_ner.json", results)
-    print(json.dumps(results, indent=2, default=float))
+    def ours_trainer(seed):
+        from transformers import set_seed
 
+        set_seed(seed)
+        trainer = trainer_for(task.load_model(args), seed)
+        return trainer, trainer.train().metrics["train_runtime"]
 
-def interleaved_steps(models: dict, features, args, rounds: int) -> dict[str, float]:
-    """Median seconds of one forward+backward per model, alternating models step by step on
-    the same real batches (batch size and length grouping as in training)."""
-    import statistics
-    import time
+    def stock_trainer(seed):
+        from transformers import AutoModelForTokenClassification, set_seed
 
-    from recipes.finetune import MODEL_INPUTS, LengthGroupedSampler, pad_collate
+        set_seed(seed)
+        model = AutoModelForTokenClassification.from_pretrained(
+            args.model.model_name_or_path, attn_implementation="sdpa", **task.model_kwargs(None)
+        )
+        trainer = trainer_for(model, seed)
+        return trainer, trainer.train().metrics["train_runtime"]
 
-    keys = [*MODEL_INPUTS, "labels"]
-    size = args.per_device_train_batch_size
-    lengths = [len(f["input_ids"]) for f in features]
-    order = list(LengthGroupedSampler(lengths, size, args.seed))
-    times: dict[str, list[float]] = {name: [] for name in models}
-    for r in range(min(rounds, len(order) // size)):
-        batch = pad_collate([features[i] for i in order[r * size : (r + 1) * size]], 0, keys)
-        for name, model in models.items():
-            model.train()
+    def ours_old_loop(seed):
+        from transformers import set_seed
+
+        from recipes.arguments import TrainingArguments
+        from recipes.finetune import train as old_train
+
+        set_seed(seed)
+        model = task.load_model(args)
+        t = args.training
+        old_args = TrainingArguments(
+            output_dir=str(out / f"seed{seed}"),
+            learning_rate=t.learning_rate,
+            per_device_train_batch_size=t.per_device_train_batch_size,
+            num_train_epochs=t.num_train_epochs,
+            warmup_ratio=float(t.warmup_steps) if t.warmup_steps < 1 else 0.0,
+            warmup_steps=int(t.warmup_steps) if t.warmup_steps >= 1 else 0,
+            weight_decay=t.weight_decay,
+            max_grad_norm=t.max_grad_norm,
+            seed=seed,
+            group_by_length=False,
+            disable_tqdm=True,
+        )
+        result = old_train(model, train.to_list(), old_args)
+        return trainer_for(model, seed), result.train_runtime
+
+    sides = {"ours_trainer": ours_trainer, "stock_trainer": stock_trainer}
+    sides["ours_old_loop"] = ours_old_loop
+    for i, seed in enumerate(seeds):
+        names = list(sides)
+        names = names[i % len(names) :] + names[: i % len(names)]  # rotating order
+        for name in names:
             start = time.perf_counter()
-            model(**batch).loss.backward()
-            times[name].append(time.perf_counter() - start)
-            model.zero_grad(set_to_none=True)
-    return {name: statistics.median(values) for name, values in times.items()}
+            trainer, runtime = sides[name](seed)
+            metrics = trainer.evaluate()
+            row = {
+                "side": name,
+                "seed": seed,
+                "train_runtime": runtime,
+                "wall": time.perf_counter() - start,
+                "dev_f1": metrics["eval_f1"],
+                "eval_runtime": metrics["eval_runtime"],
+            }
+            results["runs"].append(row)
+            print(json.dumps(row), flush=True)
+            (out / "compare_ner.json").write_text(json.dumps(results, indent=2))
+    summary = {}
+    for name in sides:
+        rows = [r for r in results["runs"] if r["side"] == name]
+        f1 = [r["dev_f1"] for r in rows]
+        summary[name] = {
+            "dev_f1": f1,
+            "dev_f1_mean": statistics.mean(f1),
+            "dev_f1_spread": max(f1) - min(f1),
+            "train_runtime_median": statistics.median(r["train_runtime"] for r in rows),
+        }
+    for name in ("stock_trainer", "ours_old_loop"):
+        summary[f"train_time_{name}_over_ours_trainer"] = statistics.median(
+            a["train_runtime"] / b["train_runtime"]
+            for a in results["runs"]
+            for b in results["runs"]
+            if a["side"] == name and b["side"] == "ours_trainer" and a["seed"] == b["seed"]
+        )
+    results["summary"] = summary
+    (out / "compare_ner.json").write_text(json.dumps(results, indent=2))
+    print(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,170 +1,122 @@
 #!/usr/bin/env python
-"""SQuAD fine-tuning, ours vs stock transformers, on the same features, side by side.
+"""SQuAD fine-tuning on identical features: our model + Trainer (the recipe) vs stock
+``AutoModelForQuestionAnswering`` + Trainer.
 
     python benchmarks/compare_squad.py --model_name_or_path PATH \
         --train_file ../shared/data/squad/train-v1.1.json --max_train_samples 300 \
         --validation_file '../shared/data/squad/dev-v1.1.json[1::24]' \
-        --max_seq_length 256 --learning_rate 1e-4 --output_dir outputs/bench/squad
+        --max_seq_length 256 --learning_rate 1e-4 --seeds 42 43 --output_dir outputs/bench/squad
 
-Both sides get the same windows (built once by ``recipes/squad.py``), the same hyper-parameters,
-the same freshly initialised QA head (copied), the same prediction batches and the same
-post-processing and official metric. Ours: ``modeling.BertForQuestionAnswering`` (unpadded
-encoder) + ``recipes.finetune.train``. Stock: ``AutoModelForQuestionAnswering`` (sdpa) +
-``transformers.Trainer`` (``benchmarks/stock_trainer.py``). Stock transformers ships no SQuAD
-post-processing (it lives in its example scripts, ``utils_qa.py``), so both use ours. The runs are
-sequential in one process; ``--rounds 2`` repeats them in the other order. Writes
-``compare_squad.json`` with wall times, throughput, losses, EM/F1 and ours/stock ratios.
+Windows come from the recipe (``recipes/squad``), built once; both sides get the same
+hyper-parameters (the runner's BERT defaults), the same freshly initialised QA head (copied),
+and the same evaluation (``QuestionAnsweringTrainer.evaluate``: post-processing and the official
+metric; stock transformers ships no SQuAD post-processing). Per seed the sides alternate order.
+Writes ``compare_squad.json`` with train/eval times, EM/F1 and the stock/ours time ratios.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import os
+import statistics
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from modeling.cli import main_guard, parse_args  # noqa: E402
-from recipes.arguments import ModelArguments, TrainingArguments  # noqa: E402
-from recipes.squad import SquadArguments  # noqa: E402
+from modeling.cli import main_guard  # noqa: E402
 
 
-@dataclass
-class BenchArguments:
-    rounds: int = field(default=1, metadata={"help": "1: ours then stock; 2: then stock, ours"})
-    predict_rounds: int = field(
-        default=3, metadata={"help": "extra alternating timings of prediction (min is reported)"}
-    )
+def main(argv=None):
+    import dataclasses
 
-
-def _run_side(name, make_model, train_fn, train_features, eval_set, data_args, args):
-    from recipes import squad
-
-    eval_data, eval_examples, eval_features = eval_set
-    model = make_model()
-    start = time.perf_counter()
-    loss = train_fn(model, train_features)
-    train_wall = time.perf_counter() - start
-    model = getattr(model, "module", model)
-    preds, predict_wall = _timed_predict(model, eval_set, data_args, args)
-    results = squad.evaluate_predictions(eval_data, preds, data_args.version_2_with_negative)
-    tokens = sum(sum(f["attention_mask"]) for f in train_features)
-    return model, {
-        "side": name,
-        "train_wall_s": train_wall,
-        "train_tokens_per_s": tokens * max(1.0, args.num_train_epochs) / train_wall,
-        "train_loss": loss,
-        "predict_wall_s": predict_wall,
-        **squad.flat_metrics(results),
-    }
-
-
-def _timed_predict(model, eval_set, data_args, args):
-    from recipes import squad
-
-    _, eval_examples, eval_features = eval_set
-    start = time.perf_counter()
-    preds = squad.predict_examples(
-        model, None, eval_examples, data_args, args.per_device_eval_batch_size,
-        features=eval_features, disable_tqdm=True,
-    )  # fmt: skip
-    return preds, time.perf_counter() - start
-
-
-def main(argv=None) -> dict:
-    model_args, data_args, args, bench = parse_args(
-        [ModelArguments, SquadArguments, TrainingArguments, BenchArguments],
-        argv,
-        description=__doc__.split("\n\n")[0],
-    )
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level="INFO")
     import torch
-    from stock_trainer import stock_model, train_with_trainer
+    from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, set_seed
 
-    from modeling import BertForQuestionAnswering, atomic
-    from recipes import squad
-    from recipes.finetune import load_model, load_tokenizer, set_seed, train
+    from recipes import runner
+    from recipes.squad.recipe import SquadRecipe
+    from recipes.squad.trainer import QuestionAnsweringTrainer
 
-    tokenizer = load_tokenizer(model_args)
-    window = (data_args.max_seq_length, data_args.doc_stride, data_args.max_query_length)
-    start = time.perf_counter()
-    train_examples = squad.load_train_examples(data_args, args.max_train_samples)
-    train_features = squad.convert_examples_to_features(
-        train_examples, tokenizer, *window, is_training=True
-    )
-    eval_data, eval_examples = squad.load_eval_set(data_args, args.max_eval_samples)
-    eval_features = squad.convert_examples_to_features(
-        eval_examples, tokenizer, *window, is_training=False
-    )
-    features_wall = time.perf_counter() - start
-    eval_set = (eval_data, eval_examples, eval_features)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    task = SquadRecipe()
+    defaults = ["--do_train", "--do_eval", "--save_strategy", "no", "--disable_tqdm", "true"]
+    args = runner.parse_args(task, defaults + argv)
+    task.check(args)
+    tokenizer = runner.load_tokenizer(args.model)
+    data = runner.load_data(task, args, tokenizer, runner.read_raw(task, args))
+    ((_, train),) = data.get("train").values()
+    ((examples, dev),) = data.get("eval").values()
+    out = Path(args.training.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
 
-    set_seed(args.seed)
-    head = load_model(BertForQuestionAnswering, model_args).qa_outputs.state_dict()
+    def trainer_for(model, seed):
+        training = dataclasses.replace(args.training, seed=seed, output_dir=str(out / "run"))
+        return QuestionAnsweringTrainer(
+            model=model,
+            args=training,
+            train_dataset=train,
+            eval_dataset=dev,
+            processing_class=tokenizer,
+            data_collator=DataCollatorWithPadding(tokenizer),
+            eval_examples=examples,
+            eval_data=task.eval_data,
+            squad_args=args.data,
+        )
 
-    def ours_model():
-        model = load_model(BertForQuestionAnswering, model_args)
-        model.qa_outputs.load_state_dict(head)
-        return model
+    rows = []
+    seeds = args.run.seeds or [args.training.seed]
+    for i, seed in enumerate(seeds):
+        set_seed(seed)
+        head = task.load_model(args).qa_outputs.state_dict()
 
-    def stock():
-        model = stock_model("AutoModelForQuestionAnswering", model_args.model_name_or_path)
-        model.qa_outputs.load_state_dict(head)
-        return model
+        def ours():
+            return task.load_model(args)
 
-    def ours_train(model, feats):
-        return train(model, feats, args, label_keys=squad.LABEL_KEYS).train_loss
+        def stock():
+            return AutoModelForQuestionAnswering.from_pretrained(
+                args.model.model_name_or_path, attn_implementation="sdpa"
+            )
 
-    def stock_train(model, feats):
-        return train_with_trainer(model, feats, args, label_keys=squad.LABEL_KEYS)["train_loss"]
+        sides = [("ours", ours), ("stock", stock)]
+        for name, make in sides if i % 2 == 0 else sides[::-1]:
+            model = make()
+            model.qa_outputs.load_state_dict(head)
+            set_seed(seed)
+            trainer = trainer_for(model, seed)
+            start = time.perf_counter()
+            train_metrics = trainer.train().metrics
+            metrics = trainer.evaluate()
+            row = {
+                "side": name,
+                "seed": seed,
+                "train_runtime": train_metrics["train_runtime"],
+                "train_loss": train_metrics["train_loss"],
+                "eval_runtime": metrics["eval_runtime"],
+                "eval_exact_match": metrics.get("eval_exact_match", metrics.get("eval_exact")),
+                "eval_f1": metrics["eval_f1"],
+                "wall": time.perf_counter() - start,
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
 
-    sides = {"ours": (ours_model, ours_train), "stock": (stock, stock_train)}
-    order = ["ours", "stock", "stock", "ours"][: 2 * bench.rounds]
-    runs, models = [], {}
-    for name in order:
-        torch.manual_seed(args.seed)
-        make, fit = sides[name]
-        models[name], run = _run_side(name, make, fit, train_features, eval_set, data_args, args)
-        runs.append(run)
-        logging.info("%s: %s", name, {k: round(v, 3) for k, v in run.items() if k != "side"})
-    # prediction alone, alternating, on the trained models: less exposed to load changes
-    predict_times = {"ours": [], "stock": []}
-    for _ in range(bench.predict_rounds):
-        for name in ("ours", "stock"):
-            predict_times[name].append(_timed_predict(models[name], eval_set, data_args, args)[1])
-    logging.info("prediction walls: %s", predict_times)
-
-    def best(name, key):
-        values = [r[key] for r in runs if r["side"] == name]
-        return min(values + (predict_times[name] if key == "predict_wall_s" else []))
+    def ratio(key):
+        return statistics.median(
+            s[key] / o[key]
+            for s in rows
+            for o in rows
+            if s["side"] == "stock" and o["side"] == "ours" and s["seed"] == o["seed"]
+        )
 
     summary = {
-        "train_questions": len(train_examples),
-        "train_windows": len(train_features),
-        "eval_questions": len(eval_examples),
-        "eval_windows": len(eval_features),
-        "max_seq_length": data_args.max_seq_length,
-        "doc_stride": data_args.doc_stride,
-        "learning_rate": args.learning_rate,
-        "batch_size": args.per_device_train_batch_size,
-        "epochs": args.num_train_epochs,
-        "features_wall_s": features_wall,
+        "train_windows": len(train),
+        "eval_questions": len(examples),
+        "eval_windows": len(dev),
         "threads": torch.get_num_threads(),
-        "runs": runs,
-        "predict_walls_alternating_s": predict_times,
-        "train_speedup_stock_over_ours": best("stock", "train_wall_s")
-        / best("ours", "train_wall_s"),
-        "predict_speedup_stock_over_ours": (
-            best("stock", "predict_wall_s") / best("ours", "predict_wall_s")
-        ),
+        "runs": rows,
+        "train_time_stock_over_ours": ratio("train_runtime"),
+        "eval_time_stock_over_ours": ratio("eval_runtime"),
     }
-    atomic.write_json(Path(args.output_dir) / "compare_squad.json", summary)
+    (out / "compare_squad.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))
     return summary
 

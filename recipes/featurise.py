@@ -91,6 +91,7 @@ def featurise(task: Task, split: str, name: str, raw, tokenizer, args: Arguments
         batched=True,
         fn_kwargs={"tokenizer": tokenizer, "data_args": args.data, "split": split},
         remove_columns=dataset.column_names,
+        features=task.features(args.data, split),
         cache_file_name=str(path),
         load_from_cache_file=False,
         desc=f"featurise {task.name} {name}",

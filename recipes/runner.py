@@ -290,6 +290,11 @@ class Task:
     def featurise(self, batch: dict[str, list], tokenizer, data_args, split: str) -> dict:
         raise NotImplementedError
 
+    def features(self, data_args, split: str):
+        """``datasets.Features`` of what :meth:`featurise` returns (compact Arrow types), or
+        None to let ``datasets`` infer them."""
+        return None
+
     def model_kwargs(self, data_args) -> dict[str, Any]:
         """Config overrides for ``from_pretrained`` (``num_labels``, ``id2label`` ...)."""
         return {}
@@ -381,6 +386,9 @@ def check_output_dir(task: Task, args: Arguments, resume) -> list[Path]:
     out = Path(args.training.output_dir)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--output_dir {out} is a file, not a folder")
+    parent = next((p for p in out.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise UsageError(f"--output_dir {out}: {parent} is a file, not a folder")
     if not out.is_dir() or not any(out.iterdir()):
         return []
     if resume or args.run.is_grid and args.training.resume_from_checkpoint:

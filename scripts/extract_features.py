@@ -54,14 +54,12 @@ def main(argv=None):
     import time
 
     from modeling import BertModel
-    from recipes.arguments import ModelArguments
     from recipes.features import extract_features, write_jsonl, write_npz
-    from recipes.finetune import load_model, load_tokenizer
+    from recipes.runner import ModelArguments, load_tokenizer
 
     model_args = ModelArguments(model_name_or_path=args.model_name_or_path)
     tokenizer = load_tokenizer(model_args)
-    model = load_model(BertModel, model_args)
-    model.pooler = None  # token features only
+    model = BertModel.from_pretrained(args.model_name_or_path, add_pooling_layer=False)
     try:
         items = extract_features(
             model,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Fine-tune BERT on SQuAD v1.1 / v2.0; write predictions, n-best, null odds and official metrics.
+"""Fine-tune BERT on SQuAD v1.1 / v2.0 with transformers.Trainer; official predictions and metrics.
 
     python scripts/run_squad.py --config recipes/minilm/squad.yaml \
         --model_name_or_path PATH --train_file ../shared/data/squad/train-v1.1.json \
@@ -10,34 +10,33 @@
         --train_file ../shared/data/squad/dev-v2.0.json[0:17] \
         --validation_file ../shared/data/squad/dev-v2.0.json[17:35]
 
-Writes predictions.json, nbest_predictions.json, null_odds.json (v2.0), eval_results.json (as the
-official evaluation script prints it) and, for v2.0, the same at the tuned null threshold tau
-(best_f1_thresh), which is also saved in the model config. See ``recipes/squad.py``.
+    # several processes
+    accelerate launch --config_file accelerate_configs/cpu.yaml scripts/run_squad.py ...
+
+Every flag of the installed transformers.TrainingArguments works (--bf16, --eval_strategy,
+--save_strategy steps --save_steps N, --resume_from_checkpoint [true|DIR], --deepspeed,
+--push_to_hub ...); --learning_rate_grid/--seeds run the paper's protocol. Writes the model and
+tokenizer, predictions.json, nbest_predictions.json, null_odds.json (v2.0), train_results.json,
+eval_results.json (eval_-prefixed, percent), all_results.json, trainer_state.json and README.md
+into output_dir; for v2.0 the tuned null threshold tau (best_f1_thresh) is saved in the model
+config. See recipes/squad/ and recipes/runner.py.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 
-from modeling.cli import main_guard, parse_args
-from recipes.arguments import ModelArguments, TrainingArguments
-from recipes.squad import SquadArguments
+from modeling.cli import main_guard
 
 
 def main(argv=None) -> dict:
-    model_args, data_args, train_args = parse_args(
-        [ModelArguments, SquadArguments, TrainingArguments],
-        argv,
-        description=__doc__.split("\n\n")[0],
-    )
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level="INFO")
-    from recipes.squad import run
+    from recipes.runner import run
+    from recipes.squad.recipe import SquadRecipe
 
-    outcome = run(model_args, data_args, train_args)
-    print(json.dumps(outcome["metrics"], indent=2, default=str))
+    outcome = run(SquadRecipe(), argv)
+    if "best_setting" not in outcome and os.environ.get("RANK", "0") == "0":
+        print(json.dumps({k: v for k, v in outcome.items() if k.startswith("eval_")}, indent=2))
     return outcome
 
 

@@ -44,8 +44,8 @@ def parse(argv=None) -> argparse.Namespace:
 def main(argv=None) -> dict:
     args = parse(argv)
     from modeling import atomic
-    from recipes import squad_metrics
-    from recipes.squad import load_squad_file, read_json_object
+    from recipes.squad import metrics as squad_metrics
+    from recipes.squad.data import load_squad_file, read_json_object
 
     data, version = load_squad_file(args.data_file)
     preds = read_json_object(args.pred_file, "predictions file")

@@ -6,13 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from recipes.features import (
-    FeatureBasedTagger,
-    _layer_index,
-    extract_features,
-    write_jsonl,
-    write_npz,
-)
+from recipes.features import _layer_index, extract_features, write_jsonl, write_npz
+from recipes.ner.tagger import FeatureBasedTagger
 
 
 @pytest.fixture(scope="module")
@@ -93,26 +88,22 @@ def test_extract_features_script(tiny_dir, tmp_path):
     assert "features_2" not in data  # the blank line is skipped
 
 
-def test_tagger_is_frozen_and_trains_with_the_shared_loop(tiny_dir):
-    from recipes.arguments import TrainingArguments
-    from recipes.finetune import param_groups, predict, train
+def test_tagger_is_frozen_and_trains_with_trainer(tiny_dir, tokenizer, tmp_path):
+    from datasets import Dataset
+    from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments
 
     tagger = FeatureBasedTagger(_encoder(tiny_dir), num_labels=2, layers=3, lstm_hidden_size=16)
     assert tagger.lstm.input_size == 3 * 32 and tagger.lstm.num_layers == 2
-    trainable = {id(p) for g in param_groups(tagger, 0.0) for p in g["params"]}
-    assert trainable == {
-        id(p) for p in [*tagger.lstm.parameters(), *tagger.classifier.parameters()]
-    }
     tagger.train()
     assert tagger.training and not tagger.encoder.training  # no dropout in the frozen encoder
     before = {k: v.clone() for k, v in tagger.encoder.state_dict().items()}
 
     # label 1 for 5 of 20 token ids: readable from frozen random features
     rng = np.random.default_rng(0)
-    features = []
+    rows = []
     for _ in range(128):
         ids = rng.integers(1000, 1020, size=rng.integers(3, 12)).tolist()
-        features.append(
+        rows.append(
             {
                 "input_ids": ids,
                 "attention_mask": [1] * len(ids),
@@ -121,21 +112,42 @@ def test_tagger_is_frozen_and_trains_with_the_shared_loop(tiny_dir):
             }
         )
     args = TrainingArguments(
-        output_dir="unused",
+        output_dir=str(tmp_path),
         learning_rate=1e-2,
         per_device_train_batch_size=16,
+        per_device_eval_batch_size=7,
         num_train_epochs=8,
         disable_tqdm=True,
         logging_steps=8,
+        save_strategy="no",
+        report_to=[],
     )
-    result = train(tagger, features, args)
-    assert result.log_history[-1]["loss"] < 0.3 * result.log_history[0]["loss"]
+    trainer = Trainer(
+        model=tagger,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        data_collator=DataCollatorForTokenClassification(tokenizer),
+    )
+    trainable = {id(p) for g in trainer.create_optimizer().param_groups for p in g["params"]}
+    assert trainable == {
+        id(p) for p in [*tagger.lstm.parameters(), *tagger.classifier.parameters()]
+    }
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert losses[-1] < 0.3 * losses[0]
     for key, value in tagger.encoder.state_dict().items():
         torch.testing.assert_close(value, before[key])
-    logits = predict(tagger, features[:20], batch_size=7, disable_tqdm=True)["logits"]
-    hits = [(lg.argmax(-1) == f["labels"]).mean() for lg, f in zip(logits, features[:20])]
-    assert [lg.shape for lg in logits] == [(len(f["input_ids"]), 2) for f in features[:20]]
+    out = trainer.predict(Dataset.from_list(rows[:20]))
+    hits = [
+        (lg[: len(f["labels"])].argmax(-1) == f["labels"]).mean()
+        for lg, f in zip(out.predictions, rows[:20])
+    ]
     assert np.mean(hits) > 0.9
+    # the head round-trips through save_pretrained / from_pretrained
+    tagger.save_pretrained(tmp_path)
+    again = FeatureBasedTagger.from_pretrained(tmp_path, encoder=str(tiny_dir)).eval()
+    batch = {k: torch.tensor([rows[0][k]]) for k in ("input_ids", "attention_mask")}
+    torch.testing.assert_close(again(**batch).logits, tagger.eval()(**batch).logits)
 
 
 def test_tagger_rejects_too_many_layers(tiny_dir):
@@ -160,10 +172,14 @@ def test_run_ner_feature_based_on_fixture(shared_data, tiny_dir, tmp_path):
         max_steps=2,
         per_device_train_batch_size=4,
         output_dir=out,
+        do_train=True,
+        do_eval=True,
+        save_strategy="no",
         disable_tqdm=True,
     )
     results = json.loads((out / "eval_results.json").read_text())
-    assert results["train"]["steps"] == 2 and results["dev"]["sentences"] == 10
-    settings = json.loads((out / "model" / "tagger_config.json").read_text())
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 2 and results["eval_samples"] == 10
+    settings = json.loads((out / "tagger_config.json").read_text())
     assert settings["layers"] == 3 and settings["lstm_hidden_size"] == 16
-    assert (out / "model" / "tagger_head.safetensors").is_file()
+    assert (out / "tagger_head.safetensors").is_file()

@@ -3,22 +3,15 @@
 import json
 import random
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from modeling.cli import UsageError
-from recipes.ner import (
-    Sentence,
-    build_features,
-    decode_predictions,
-    label_list,
-    read_conll,
-    read_ner_file,
-    to_iob2,
-    write_conll_predictions,
-)
-from recipes.ner_metrics import conlleval
+from recipes.ner.data import Sentence, label_list, read_conll, read_ner_file, to_iob2
+from recipes.ner.features import build_features, decode_predictions, write_conll_predictions
+from recipes.ner.metrics import conlleval
 
 # --------------------------------------------------------------------------------------------
 # Tag schemes
@@ -112,7 +105,8 @@ def test_run_ner_bad_file_is_a_one_line_error(tmp_path):
     bad = tmp_path / "eng.bad"
     bad.write_text("EU NNP I-NP I-ORG\nrejects\n")
     script = Path(__file__).resolve().parents[1] / "scripts" / "run_ner.py"
-    args = ["--model_name_or_path", "unused", "--train_file", str(bad)]
+    args = ["--model_name_or_path", "unused", "--train_file", str(bad), "--do_train"]
+    args += ["--output_dir", str(tmp_path / "out")]
     done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
@@ -366,12 +360,11 @@ def tiny_checkpoint(path, tokenizer, layers: int = 2):
 
 
 def run_script(name: str, **flags) -> None:
-    """``scripts/<name>.py`` main() with ``--flag value`` per keyword (True: bare flag)."""
+    """``scripts/<name>.py`` main() with ``--flag value`` per keyword."""
     argv = []
     for key, value in flags.items():
         argv.append(f"--{key}")
-        if value is not True:
-            argv.extend(str(v) for v in (value if isinstance(value, list) else [value]))
+        argv.extend(str(v) for v in (value if isinstance(value, list) else [value]))
     load_script(name).main(argv)
 
 
@@ -391,6 +384,8 @@ def test_run_ner_end_to_end_on_fixture(shared_data, tiny_model, tmp_path, contex
         train_file=fixture,
         validation_file=fixture,
         test_file=fixture,
+        do_train=True,
+        do_eval=True,
         do_predict=True,
         max_seq_length=16,  # forces long-sentence windows
         document_context=context,
@@ -398,18 +393,146 @@ def test_run_ner_end_to_end_on_fixture(shared_data, tiny_model, tmp_path, contex
         per_device_train_batch_size=4,
         learning_rate=1e-3,
         output_dir=out,
+        save_strategy="no",
         disable_tqdm=True,
     )
-    results = json.loads((out / "eval_results.json").read_text())
-    assert results["train"]["steps"] == 3
-    assert results["dev"]["document_context"] is context
-    assert results["dev"]["windows"] > results["dev"]["sentences"] == 10
-    assert 0 <= results["test"]["f1"] <= 100
+    results = json.loads((out / "all_results.json").read_text())
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 3
+    assert results["eval_windows"] > results["eval_samples"] == 10
+    assert {"eval_precision", "eval_recall", "eval_f1", "eval_accuracy"} <= set(results)
+    assert 0 <= results["predict_f1"] <= 100
+    dev = json.loads((out / "eval_results.json").read_text())
+    assert dev["eval_f1"] == results["eval_f1"] and "predict_f1" not in dev
+    test = json.loads((out / "predict_results.json").read_text())
+    assert test["predict_f1"] == results["predict_f1"]
     gold = read_ner_file(fixture)
     lines = (out / "test_predictions.txt").read_text().split("\n")
     assert sum(1 for line in lines if line) == sum(len(s.words) for s in gold)
     first = [line.split(" ") for line in lines[: len(gold[0].words)]]
     assert [row[0] for row in first] == gold[0].words
     assert [row[1] for row in first] == gold[0].tags
-    assert all(row[2] in results["labels"] for row in first)
-    assert (out / "model" / "config.json").is_file()
+    labels = json.loads((out / "config.json").read_text())["id2label"].values()
+    assert all(row[2] in labels for row in first)
+    # the metrics are conlleval's on the written file
+    rows = [
+        line.split(" ")
+        for line in (out / "dev_predictions.txt").read_text().split("\n\n")[0].splitlines()
+    ]
+    assert [r[1] for r in rows] == gold[0].tags
+    sents = (out / "dev_predictions.txt").read_text().strip("\n").split("\n\n")
+    table = [[line.split(" ") for line in sent.splitlines()] for sent in sents]
+    scored = conlleval([[r[1] for r in t] for t in table], [[r[2] for r in t] for t in table])
+    assert scored["f1"] == pytest.approx(dev["eval_f1"])
+    for name in ("model.safetensors", "tokenizer.json", "README.md", "train_results.json"):
+        assert (out / name).is_file(), name
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (
+            b"EU NNP I-NP I-ORG\n\nK\xf6ln NNP I-NP I-LOC\n",
+            r"eng\.bad:3: not UTF-8 text \(byte 0xf6",
+        ),
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00", r"eng\.bad:1: binary data \(NUL byte\)"),
+        (b"EU NNP I-NP I-ORG\n\n\n\x00junk\n", r"eng\.bad:4: binary data"),
+    ],
+)
+def test_binary_or_non_utf8_conll_is_a_file_line_error(tmp_path, content, message):
+    from recipes.ner.recipe import NerRecipe
+    from recipes.runner import run
+
+    bad = tmp_path / "eng.bad"
+    bad.write_bytes(content)
+    with pytest.raises(UsageError, match=message):
+        read_ner_file(bad)
+    argv = ["--model_name_or_path", "unused", "--train_file", str(bad), "--do_train"]
+    argv += ["--output_dir", str(tmp_path / "out")]
+    with pytest.raises(UsageError, match=message):
+        run(NerRecipe(), argv)
+    assert not (tmp_path / "out").exists()  # refused before anything started
+    json_bad = tmp_path / "bad.json"
+    json_bad.write_bytes(b'{"words": ["K\xf6ln"], "ner": ["B-LOC"]}\n')
+    with pytest.raises(UsageError, match=r"bad\.json:1: not UTF-8 text"):
+        read_ner_file(json_bad)
+
+
+def test_output_dir_that_is_a_file_fails_before_training(shared_data, tmp_path):
+    from recipes.ner.recipe import NerRecipe
+    from recipes.runner import run
+
+    taken = tmp_path / "taken"
+    taken.write_text("a file")
+    fixture = str(shared_data / "fixtures" / "conll" / "sample.json")
+    argv = ["--model_name_or_path", "unused", "--train_file", fixture, "--do_train"]
+    with pytest.raises(UsageError, match=f"--output_dir {taken} is a file, not a folder"):
+        run(NerRecipe(), [*argv, "--output_dir", str(taken)])
+    with pytest.raises(UsageError, match=f"{taken} is a file, not a folder"):
+        run(NerRecipe(), [*argv, "--output_dir", f"{taken}/x"])
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_same_dev_metrics(shared_data, tiny_model, tmp_path):
+    """--save_strategy steps: a run that stopped after checkpoint-4 and resumes (`true` = the
+    newest checkpoint) ends with the uninterrupted run's weights and dev metrics."""
+    import shutil
+
+    from safetensors.numpy import load_file
+
+    fixture = str(shared_data / "fixtures" / "conll" / "sample.json")
+    flags = dict(
+        model_name_or_path=tiny_model, train_file=fixture, validation_file=fixture,
+        do_train=True, do_eval=True, max_seq_length=16, num_train_epochs=4,
+        per_device_train_batch_size=4, learning_rate=1e-3, save_strategy="steps", save_steps=4,
+        save_total_limit=10,
+        logging_steps=1, disable_tqdm=True, seed=5,
+    )  # fmt: skip
+    run_script("run_ner", **flags, output_dir=tmp_path / "full")
+    full = json.loads((tmp_path / "full" / "eval_results.json").read_text())
+    steps = json.loads((tmp_path / "full" / "trainer_state.json").read_text())["global_step"]
+    assert steps > 6
+    # what a run killed after step 5 leaves: checkpoint-4 and nothing else
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    shutil.copytree(tmp_path / "full" / "checkpoint-4", killed / "checkpoint-4")
+    saved_state = killed / "checkpoint-4" / "trainer_state.json"
+    state = json.loads(saved_state.read_text())
+    state["log_history"][0]["marker"] = "from checkpoint-4"  # to see that it was read
+    saved_state.write_text(json.dumps(state))
+    run_script("run_ner", **flags, output_dir=killed, resume_from_checkpoint="true")
+    resumed = json.loads((killed / "eval_results.json").read_text())
+    for key in ("eval_f1", "eval_precision", "eval_recall", "eval_accuracy", "eval_loss"):
+        assert resumed[key] == pytest.approx(full[key], abs=1e-6), key
+    a = load_file(str(tmp_path / "full" / "model.safetensors"))
+    b = load_file(str(killed / "model.safetensors"))
+    assert all(np.allclose(a[k], b[k], atol=1e-6) for k in a)
+    history = json.loads((killed / "trainer_state.json").read_text())["log_history"]
+    assert history[0].get("marker") == "from checkpoint-4"  # it went on from there
+    assert [h["step"] for h in history if "loss" in h] == list(range(1, steps + 1))
+    with pytest.raises(UsageError, match="no checkpoint"):
+        run_script("run_ner", **flags, output_dir=tmp_path / "none", resume_from_checkpoint="true")
+
+
+@pytest.mark.slow
+def test_seeds_grid_chooses_on_dev_f1_and_promotes_the_chosen_run(
+    shared_data, tiny_model, tmp_path
+):
+    fixture = str(shared_data / "fixtures" / "conll" / "sample.json")
+    out = tmp_path / "grid"
+    run_script(
+        "run_ner", model_name_or_path=tiny_model, train_file=fixture, validation_file=fixture,
+        do_train=True, do_eval=True, max_seq_length=16, max_steps=2,
+        per_device_train_batch_size=4, learning_rate_grid=[1e-3, 1e-2], seeds=[1, 2],
+        save_strategy="no", disable_tqdm=True, output_dir=out,
+    )  # fmt: skip
+    summary = json.loads((out / "grid_results.json").read_text())
+    assert len(summary["runs"]) == 4 and summary["metric"] == "eval_f1"
+    chosen = summary["chosen_run"]
+    best = max(summary["settings"], key=lambda s: s["eval_f1_median"])
+    assert chosen["learning_rate"] == best["learning_rate"]
+    assert chosen["eval_f1"] == best["eval_f1_best"]
+    # the grid folder holds the chosen run: its model, metrics and conlleval file
+    assert json.loads((out / "eval_results.json").read_text())["eval_f1"] == chosen["eval_f1"]
+    cell = Path(chosen["output_dir"])
+    assert (out / "dev_predictions.txt").read_text() == (cell / "dev_predictions.txt").read_text()

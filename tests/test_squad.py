@@ -5,19 +5,41 @@ import json
 import numpy as np
 import pytest
 
-from recipes import squad_metrics as sm
-from recipes.squad import (
-    SquadExample,
-    SquadFormatError,
-    convert_examples_to_features,
-    doc_spans,
-    is_max_context,
-    load_squad_file,
-    max_context_marks,
-    postprocess,
-    read_examples,
-    split_file_spec,
-)
+from recipes.squad import metrics as sm
+from recipes.squad.data import SquadFormatError, iter_rows, load_squad_file, split_file_spec
+from recipes.squad.features import doc_spans, is_max_context, max_context_marks, prepare_features
+from recipes.squad.postprocess import postprocess
+
+
+def SquadExample(qas_id, question, context, answers, is_impossible=False):  # noqa: N802
+    """A question row as recipes.squad.data writes it."""
+    return {
+        "id": qas_id,
+        "question": question,
+        "context": context,
+        "answers": {
+            "text": [a["text"] for a in answers],
+            "answer_start": [a["answer_start"] for a in answers],
+        },
+        "is_impossible": is_impossible,
+    }
+
+
+def convert_examples_to_features(rows, tokenizer, max_seq, stride, max_q, is_training):
+    """prepare_features over one batch, as a list of window dicts (numpy offsets/marks)."""
+    batch = {k: [r[k] for r in rows] for k in rows[0]}
+    out = prepare_features(batch, tokenizer, max_seq, stride, max_q, is_training)
+    feats = [dict(zip(out, values)) for values in zip(*out.values())]
+    for f in feats:
+        if "offset_mapping" in f:
+            f["offsets"] = np.asarray(f["offset_mapping"]).reshape(-1, 2)
+            f["max_context"] = np.asarray(f["max_context"], dtype=bool)
+    return feats
+
+
+def read_examples(data, is_training, v2):
+    return list(iter_rows(data, is_training, v2))
+
 
 # -- windows and the max-context rule -----------------------------------------------------------
 
@@ -234,7 +256,7 @@ def test_evaluate_v2_breakdown_threshold_and_best_thresh():
 
 
 def test_tuned_tau_reproduces_best_f1_even_when_answering_nothing_is_best():
-    from recipes.squad import SquadPredictions, evaluate_predictions, tune_tau
+    from recipes.squad.postprocess import SquadPredictions, evaluate_predictions, tune_tau
 
     data = _dataset(
         [
@@ -262,9 +284,8 @@ def test_tuned_tau_reproduces_best_f1_even_when_answering_nothing_is_best():
 # -- post-processing ----------------------------------------------------------------------------
 
 
-def _feature(example_index, offsets, max_ctx):
-    offsets = np.asarray(offsets, dtype=np.int32)
-    return {"example_index": example_index, "offsets": offsets, "max_context": np.asarray(max_ctx)}
+def _feature(example_id, offsets, max_ctx):
+    return {"example_id": example_id, "offset_mapping": offsets, "max_context": max_ctx}
 
 
 def test_postprocess_windows_null_score_and_tau():
@@ -272,8 +293,8 @@ def test_postprocess_windows_null_score_and_tau():
     ex = SquadExample("q", "?", context, [], False)
     no = [-1, -1]
     # two windows over the 4 words; position 0 = [CLS], 1 = question, 2.. = passage
-    f0 = _feature(0, [no, no, [0, 5], [6, 10], [11, 16]], [0, 0, 1, 1, 0])  # gamma not max here
-    f1 = _feature(0, [no, no, [11, 16], [17, 22]], [0, 0, 1, 1])
+    f0 = _feature("q", [no, no, [0, 5], [6, 10], [11, 16]], [0, 0, 1, 1, 0])  # gamma not max here
+    f1 = _feature("q", [no, no, [11, 16], [17, 22]], [0, 0, 1, 1])
     s0 = np.array([1.0, 9.0, 2.0, 0.0, 8.0])  # question token and non-max-context gamma ignored
     e0 = np.array([1.0, 9.0, 0.0, 3.0, -5.0])  # ends need not be max-context (as Google)
     s1 = np.array([3.0, 0.0, 4.0, 1.0])
@@ -325,14 +346,14 @@ def test_real_squad_files_load_and_gold_scores_100(shared_data):
     data, version = load_squad_file(str(shared_data / "squad/dev-v1.1.json"))
     examples = read_examples(data, False, False)
     assert version == "1.1" and len(data) == 48 and len(examples) == 10570
-    gold = {e.qas_id: e.answers[-1]["text"] for e in examples}
+    gold = {e["id"]: e["answers"]["text"][-1] for e in examples}
     # a faithful quirk of the v1.1 script: one gold answer normalises to nothing, so the same
     # text scores EM 1 but F1 0 (no common token)
     assert sm.evaluate_v1(data, gold) == {"exact_match": 100.0, "f1": 100.0 * 10569 / 10570}
     data, version = load_squad_file(str(shared_data / "squad/dev-v2.0.json[17:35]"))
     examples = read_examples(data, False, True)
     assert len(data) == 18 and len(examples) == 6425
-    gold = {e.qas_id: e.answers[0]["text"] if e.answers else "" for e in examples}
+    gold = {e["id"]: e["answers"]["text"][0] if e["answers"]["text"] else "" for e in examples}
     out = sm.evaluate_v2(data, gold, {q: 0.0 for q in gold}, 1.0)
     assert out["exact"] == 100.0 and out["NoAns_total"] + out["HasAns_total"] == 6425
 
@@ -343,12 +364,17 @@ def test_real_train_answers_map_to_their_text(shared_data, tokenizer):
     examples = read_examples(data, True, False)
     feats = convert_examples_to_features(examples, tokenizer, 192, 64, 64, True)
     found = {}
-    for f in feats:
+    ids = [
+        f["example_id"]
+        for f in convert_examples_to_features(examples, tokenizer, 192, 64, 64, False)
+    ]
+    assert len(ids) == len(feats)  # training and prediction windows are the same windows
+    by_id = {e["id"]: e for e in examples}
+    for f, qid in zip(feats, ids):
         if f["start_positions"]:
-            ex = examples[f["example_index"]]
             text = tokenizer.decode(f["input_ids"][f["start_positions"] : f["end_positions"] + 1])
-            found[f["example_index"]] = sm.normalize_answer(text).replace(" ", "") == (
-                sm.normalize_answer(ex.answers[0]["text"]).replace(" ", "")
+            found[qid] = sm.normalize_answer(text).replace(" ", "") == (
+                sm.normalize_answer(by_id[qid]["answers"]["text"][0]).replace(" ", "")
             )
     assert len(found) == len(examples)  # every question has a window with its answer
     assert sum(found.values()) / len(found) > 0.95  # the rest: accents and sub-word answers
@@ -374,54 +400,75 @@ def _synthetic_squad(n_articles=4, impossible_every=3):
     return {"version": "v2.0", "data": data}
 
 
-@pytest.mark.slow
-def test_end_to_end_tiny_model_v2_writes_official_files_and_tau(tmp_path, tokenizer):
+def _tiny_qa_model(path, tokenizer):
     from modeling import BertConfig, BertForQuestionAnswering
-    from recipes.squad import QuestionAnsweringPipeline
-    from scripts.run_squad import main
 
-    model_dir = tmp_path / "tiny"
     config = BertConfig(
         vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=64, max_position_embeddings=128,
     )  # fmt: skip
-    BertForQuestionAnswering(config).save_pretrained(model_dir)
-    tokenizer.save_pretrained(model_dir)
+    BertForQuestionAnswering(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def _squad_flags(model_dir, data_file, out, *extra):
+    return [
+        "--model_name_or_path", str(model_dir), "--train_file", str(data_file),
+        "--validation_file", f"{data_file}[2:4]", "--version_2_with_negative",
+        "--max_seq_length", "48", "--doc_stride", "16", "--max_query_length", "16",
+        "--num_train_epochs", "8", "--per_device_train_batch_size", "8", "--learning_rate", "3e-3",
+        "--output_dir", str(out), "--disable_tqdm", "true", "--logging_steps", "5",
+        "--do_train", "--do_eval", "--save_strategy", "no", *extra,
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_end_to_end_tiny_model_v2_writes_official_files_and_tau(tmp_path, tokenizer):
+    from recipes.squad.pipeline import QuestionAnsweringPipeline
+    from scripts.run_squad import main
+
+    model_dir = _tiny_qa_model(tmp_path / "tiny", tokenizer)
     data_file = tmp_path / "squad2.json"
     data_file.write_text(json.dumps(_synthetic_squad()))
     out = tmp_path / "out"
-    outcome = main(
-        [
-            "--model_name_or_path", str(model_dir), "--train_file", str(data_file),
-            "--validation_file", f"{data_file}[2:4]", "--version_2_with_negative",
-            "--max_seq_length", "48", "--doc_stride", "16", "--max_query_length", "16", "--num_train_epochs", "8",
-            "--per_device_train_batch_size", "8", "--learning_rate", "3e-3",
-            "--output_dir", str(out), "--disable_tqdm", "--logging_steps", "5",
-        ]
-    )  # fmt: skip
+    flags = _squad_flags(model_dir, data_file, out)
+    metrics = main([*flags, "--do_predict", "--test_file", f"{data_file}[2:4]"])
     for name in ("predictions.json", "nbest_predictions.json", "null_odds.json",
-                 "eval_results.json", "eval_results_tuned_tau.json", "model/config.json"):  # fmt: skip
+                 "predictions_tuned_tau.json", "eval_results.json", "train_results.json",
+                 "all_results.json", "trainer_state.json", "README.md", "config.json",
+                 "model.safetensors", "tokenizer.json"):  # fmt: skip
         assert (out / name).is_file(), name
     results = json.loads((out / "eval_results.json").read_text())
-    assert set(results) == {
+    official = {
         "exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
         "NoAns_f1", "NoAns_total", "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh",
     }  # fmt: skip
-    assert results["total"] == 12
+    assert {f"eval_{k}" for k in official} | {"eval_tuned_tau", "eval_samples"} <= set(results)
+    assert results["eval_total"] == results["eval_samples"] == 12
     preds = json.loads((out / "predictions.json").read_text())
     odds = json.loads((out / "null_odds.json").read_text())
     assert set(preds) == set(odds) and len(preds) == 12
     assert all((preds[q] == "") == (odds[q] > 0.0) for q in preds)  # tau = 0 in force
-    tuned = json.loads((out / "eval_results_tuned_tau.json").read_text())
-    assert tuned["f1"] == pytest.approx(results["best_f1"])
-    saved = json.loads((out / "model/config.json").read_text())
-    assert saved["null_score_diff_threshold"] == tuned["tau"]
+    # the metrics are the official v2.0 script's on the written files
+    data, _ = load_squad_file(f"{data_file}[2:4]")
+    assert sm.evaluate_v2(data, preds, odds, 1.0)["best_f1"] == pytest.approx(
+        results["eval_best_f1"]
+    )
+    assert results["eval_tuned_f1"] == pytest.approx(results["eval_best_f1"])
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["null_score_diff_threshold"] == results["eval_tuned_tau"]
     assert saved["version_2_with_negative"] is True
-    history = json.loads((out / "train_results.json").read_text())["log_history"]
-    assert history[-1]["loss"] < history[0]["loss"]  # it learns something
-    assert outcome["metrics"]["f1"] == pytest.approx(results["f1"])
+    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    losses = [h["loss"] for h in history if "loss" in h]
+    assert losses[-1] < losses[0]  # it learns something
+    assert metrics["eval_f1"] == pytest.approx(results["eval_f1"])
+    # --do_predict runs after the tuned tau is in the config: it answers as at the tuned tau
+    predicted = json.loads((out / "predict_predictions.json").read_text())
+    assert predicted == json.loads((out / "predictions_tuned_tau.json").read_text())
+    assert json.loads((out / "predict_results.json").read_text())["predict_samples"] == 12
     # the pipeline: any context length, tau from the saved config
-    qa = QuestionAnsweringPipeline.from_pretrained(out / "model")
+    qa = QuestionAnsweringPipeline.from_pretrained(out)
     assert qa.args.version_2_with_negative and qa.args.null_score_diff_threshold is None
     assert (qa.args.max_seq_length, qa.args.doc_stride) == (48, 16)  # saved with the model
     context = " ".join(["filler1 filler2"] * 40) + " the secret code is zebra77 and more."
@@ -430,9 +477,9 @@ def test_end_to_end_tiny_model_v2_writes_official_files_and_tau(tmp_path, tokeni
     assert (answer["answer"] == "") == (answer["null_odds"] > answer["tau"])
     if answer["answer"]:
         assert context[answer["start"] : answer["end"]] == answer["answer"]
-    forced = QuestionAnsweringPipeline.from_pretrained(
-        out / "model", null_score_diff_threshold=-1e9
-    )("what is the secret code?", context)
+    forced = QuestionAnsweringPipeline.from_pretrained(out, null_score_diff_threshold=-1e9)(
+        "what is the secret code?", context
+    )
     assert forced["answer"] == ""
 
 
@@ -456,3 +503,202 @@ def test_squad_eval_script_prints_official_json(tmp_path, capsys):
     (tmp_path / "d.json").write_text(json.dumps(data))
     main([str(tmp_path / "d.json"), str(tmp_path / "p.json")])
     assert json.loads(capsys.readouterr().out) == {"exact_match": 100.0, "f1": 100.0}
+
+
+# -- processes, bad inputs, cache ---------------------------------------------------------------
+
+AUDIT = """
+import os, sys
+_out, _log = os.environ.get("WRITE_AUDIT_DIR"), os.environ.get("WRITE_AUDIT_LOG")
+if _out and _log:
+    _fd = os.open(_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    _rank = os.environ.get("RANK", "0")
+    def _hook(event, args):
+        if event == "open":
+            path, mode, flags = args
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR))
+        elif event in ("os.rename", "os.replace"):
+            path, writing = args[1], True
+        else:
+            return
+        if writing and isinstance(path, (str, os.PathLike)) and os.fspath(path).startswith(_out):
+            os.write(_fd, f"{_rank}\\t{os.fspath(path)}\\n".encode())
+    sys.addaudithook(_hook)
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_count_every_dev_question_once(tmp_path, tokenizer):
+    """accelerate launch, 2 gloo processes: each dev question counted once, the metrics of a
+    single-process evaluation of the saved model, one writer per file, lr 0 at the end."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from scripts.run_squad import main
+
+    repo = Path(__file__).resolve().parents[1]
+    model_dir = _tiny_qa_model(tmp_path / "tiny", tokenizer)
+    data_file = tmp_path / "squad2.json"
+    data_file.write_text(json.dumps(_synthetic_squad(n_articles=5)))
+    out = tmp_path / "out"
+    (tmp_path / "audit").mkdir()
+    (tmp_path / "audit" / "sitecustomize.py").write_text(AUDIT)
+    log = tmp_path / "writes.log"
+    env = {
+        **os.environ,
+        "ACCELERATE_USE_CPU": "1",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "audit"), str(repo)]),
+        "WRITE_AUDIT_DIR": str(out),
+        "WRITE_AUDIT_LOG": str(log),
+        "HF_DATASETS_CACHE": str(tmp_path / "cache"),
+    }
+    flags = _squad_flags(model_dir, data_file, out, "--per_device_eval_batch_size", "5")
+    flags += ["--logging_steps", "1", "--null_score_diff_threshold", "0", "--seed", "3"]
+    launcher = Path(sys.executable).with_name("accelerate")
+    proc = subprocess.run(
+        [str(launcher), "launch", "--config_file", "accelerate_configs/cpu.yaml",
+         "--main_process_port", str(_free_port()), "scripts/run_squad.py", *flags],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((out / "all_results.json").read_text())
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert results["train_final_learning_rate"] == 0.0
+    # two processes really ran (one would take twice the steps), the schedule counted them
+    steps_per_epoch = -(-results["train_samples"] // (8 * 2))
+    assert results["train_samples"] > 16
+    assert state["global_step"] == 8 * steps_per_epoch
+    # Trainer logs the rate each step used: the linear decay is one decrement above 0 at the
+    # last step, so the schedule reaches 0 right after the last optimiser step
+    rates = [h["learning_rate"] for h in state["log_history"] if "learning_rate" in h]
+    assert len(rates) == state["global_step"]
+    assert rates[-1] > 0 and rates[-1] == pytest.approx(rates[-2] - rates[-1], rel=1e-6)
+    # every dev question counted once, windows too (accelerate pads the last batch with copies)
+    assert results["eval_samples"] == results["eval_total"] == 12
+    preds = json.loads((out / "predictions.json").read_text())
+    assert len(preds) == 12
+    # one writer per file
+    writers: dict[str, set] = {}
+    for line in log.read_text().splitlines():
+        rank, path = line.split("\t")
+        writers.setdefault(path, set()).add(rank)
+    assert str(out / "predictions.json") in writers
+    assert {p: r for p, r in writers.items() if len(r) > 1} == {}
+    assert writers[str(out / "predictions.json")] == {"0"}
+    assert writers[str(out / "config.json")] == {"0"}  # (safetensors writes from Rust: unseen)
+    # the saved model loads and a single process scores it the same
+    single = main(
+        ["--model_name_or_path", str(out), "--validation_file", f"{data_file}[2:4]",
+         "--version_2_with_negative", "--max_seq_length", "48", "--doc_stride", "16",
+         "--max_query_length", "16", "--do_eval", "--null_score_diff_threshold", "0",
+         "--output_dir", str(tmp_path / "single"), "--per_device_eval_batch_size", "7",
+         "--disable_tqdm", "true"]
+    )  # fmt: skip
+    assert single["eval_windows"] == results["eval_windows"]
+    for key, value in results.items():
+        if key.startswith("eval_") and not key.endswith(("runtime", "per_second")):
+            assert single[key] == pytest.approx(value, abs=1e-4), key
+    assert json.loads((tmp_path / "single" / "predictions.json").read_text()) == preds
+
+
+def _write(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (
+            b'{"version": "1.1",\n "data": [\n"caf\xe9"]}',
+            r"bad\.json:3: not UTF-8 text \(byte 0xe9",
+        ),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", r"bad\.json:3: binary data \(NUL byte\)"),
+        (b'{"data": [\n 1\n]}', r"bad\.json: data\[0\]: expected an object"),
+    ],
+)
+def test_bad_squad_file_is_one_line_before_training(tmp_path, content, message):
+    from modeling.cli import UsageError
+    from scripts.run_squad import main
+
+    bad = _write(tmp_path / "bad.json", content)
+    with pytest.raises(UsageError, match=message) as err:
+        main(["--model_name_or_path", "unused", "--train_file", str(bad), "--do_train",
+              "--output_dir", str(tmp_path / "out")])  # fmt: skip
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "out").exists()  # nothing started
+
+
+@pytest.mark.slow
+def test_output_dir_that_is_a_file_is_one_line(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    data_file = tmp_path / "squad.json"
+    data_file.write_text(json.dumps(_synthetic_squad(n_articles=1)))
+    target = _write(tmp_path / "taken", b"a file")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "run_squad.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--model_name_or_path", "unused", "--do_train",
+         "--train_file", str(data_file), "--version_2_with_negative", "--output_dir", str(target)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: --output_dir {target} is a file, not a folder"
+    ]
+
+
+def test_second_launch_reads_the_windows_from_the_cache(tmp_path, tokenizer, monkeypatch):
+    import os
+
+    from recipes import runner
+    from recipes.squad.recipe import SquadRecipe
+
+    data_file = tmp_path / "squad.json"
+    data_file.write_text(json.dumps(_synthetic_squad(n_articles=2)))
+    flags = [
+        "--model_name_or_path", "unused", "--train_file", str(data_file), "--do_train",
+        "--version_2_with_negative", "--max_seq_length", "48", "--doc_stride", "16",
+        "--max_query_length", "16", "--cache_dir", str(tmp_path / "cache"),
+        "--output_dir", str(tmp_path / "out"),
+    ]  # fmt: skip
+
+    def launch(*extra):
+        task = SquadRecipe()
+        args = runner.parse_args(task, [*flags, *extra])
+        task.check(args)
+        data = runner.load_data(task, args, tokenizer, runner.read_raw(task, args))
+        return data.get("train")["squad"][1]
+
+    first = launch()
+    files = {f["filename"]: os.stat(f["filename"]).st_mtime_ns for f in first.cache_files}
+    assert files and all(name.startswith(str(tmp_path / "cache")) for name in files)
+    assert first.features["input_ids"].feature.dtype == "int32"  # compact Arrow types
+
+    def no_tokenising(*args, **kwargs):
+        raise AssertionError("re-tokenised")
+
+    monkeypatch.setattr(SquadRecipe, "featurise", no_tokenising)
+    again = launch()
+    assert {f["filename"]: os.stat(f["filename"]).st_mtime_ns for f in again.cache_files} == files
+    assert again["input_ids"][:] == first["input_ids"][:]
+    # other settings, or an edited file, are featurised anew
+    with pytest.raises(AssertionError, match="re-tokenised"):
+        launch("--doc_stride", "8")
+    data_file.write_text(json.dumps(_synthetic_squad(n_articles=3)))
+    with pytest.raises(AssertionError, match="re-tokenised"):
+        launch()
