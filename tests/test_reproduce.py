@@ -113,6 +113,7 @@ def test_miniature_records_match_the_scripts_outputs(mini_study):
     for r in records:
         assert {"task", "metric", "init", "seed", "value", "hparams"} <= set(r)
         assert r["hparams"]["learning_rate"] == r["learning_rate"]
+        assert r["train_runtime"] > 0 and r["wall_seconds"] >= r["train_runtime"]
         # the value is what the script's predictions give, in percent
         expected = _metric_from_predictions(
             Path(r["output_dir"]), _dev_labels(world, r["task"]), r["metric"]
