@@ -208,7 +208,6 @@ class Study:
         self.in_process = in_process
         self.echo = echo
         self.out = suite.output_dir
-        self.stage_times: dict[str, dict] = {}
         self.commands: list[str] = []
 
     # paths
