@@ -39,7 +39,7 @@ for seed in $SEEDS; do
     model="$OUT/pretrain/model"; [ "$init" = random ] && model="$OUT/random-init/seed$seed"
     $PY scripts/run_glue.py --model_name_or_path "$model" --task_name sst2 \
       --data_dir "$OUT/world/task" --output_dir "$OUT/finetune/$init-seed$seed" \
-      --learning_rate 3e-4 --per_device_train_batch_size 32 --num_train_epochs 5 \
+      --learning_rate 3e-4 --per_device_train_batch_size 32 --num_train_epochs 3 \
       --seed "$seed" > "$OUT/finetune-$init-seed$seed.log" 2>&1 \
       || { tail -20 "$OUT/finetune-$init-seed$seed.log"; exit 1; }
     echo "   $init seed $seed done ($((SECONDS - start)) s)"
