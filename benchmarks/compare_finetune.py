@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""GLUE fine-tuning speed at equal accuracy: our model + Trainer vs stock + Trainer vs the old loop.
+"""GLUE fine-tuning speed at equal accuracy: our model + Trainer vs stock + Trainer.
 
 On identical features (the GLUE recipe's cached ``datasets`` features), the same random sampler,
 seeds and hyper-parameters (the runner's BERT defaults: warmup 10%, weight decay 0.01, fused
@@ -9,9 +9,9 @@ AdamW, clipping 1.0), each seed trains:
   ``transformers.Trainer``, as ``scripts/run_glue.py`` runs it;
 * ``ours_trainer_bf16``: the same with ``--bf16`` (CPU autocast);
 * ``stock_trainer``: stock ``AutoModelForSequenceClassification`` (sdpa) + the same Trainer;
-* ``ours_loop``: our model + the old private loop (``recipes.finetune.train``), while it exists.
 
-All are evaluated by the same Trainer ``evaluate`` on the full dev set. The order of the
+(A fourth variant, our model on the old private loop, was measured once and removed with that loop:
+benchmarks/README.md keeps its figures.) All are evaluated by the same Trainer ``evaluate`` on the full dev set. The order of the
 variants rotates with the seed, so machine drift does not favour one. Prints per variant the dev
 metric (mean, std over seeds) and train time, and the paired per-seed time ratios; writes every
 run to ``<output_dir>/runs.jsonl``.
@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
-VARIANTS = ("ours_trainer", "ours_trainer_bf16", "stock_trainer", "ours_loop")
+VARIANTS = ("ours_trainer", "ours_trainer_bf16", "stock_trainer")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -68,36 +68,10 @@ def _stock_model(recipe, path: str):
     )
 
 
-def _train_old_loop(model, features, run_args) -> None:
-    from recipes.arguments import TrainingArguments as LoopArgs
-    from recipes.finetune import train
-
-    keys = ("input_ids", "token_type_ids", "attention_mask", "labels")
-    rows = [{k: row[k] for k in keys} for row in features]
-    train(
-        model,
-        rows,
-        LoopArgs(
-            output_dir=run_args.output_dir,
-            learning_rate=run_args.learning_rate,
-            per_device_train_batch_size=run_args.per_device_train_batch_size,
-            num_train_epochs=run_args.num_train_epochs,
-            warmup_ratio=run_args.warmup_steps,  # the runner's 0.1 = a ratio
-            weight_decay=run_args.weight_decay,
-            max_grad_norm=run_args.max_grad_norm,
-            seed=run_args.seed,
-            group_by_length=False,  # random batches, as the Trainer's default sampler
-            logging_steps=10_000,
-            disable_tqdm=True,
-            save_model=False,
-        ),
-    )
-
-
 def run_variant(variant, recipe, run_args, args_for, tokenizer, data, model_path) -> dict:
     import dataclasses
 
-    from transformers import DataCollatorWithPadding, Trainer, set_seed
+    from transformers import set_seed
 
     from recipes.runner import build_trainer
 
@@ -109,17 +83,8 @@ def run_variant(variant, recipe, run_args, args_for, tokenizer, data, model_path
     ((_, train_features),) = data.get("train").values()
     ((_, dev_features),) = data.get("eval").values()
     start, cpu_start = time.perf_counter(), time.process_time()
-    if variant == "ours_loop":
-        _train_old_loop(model, train_features, training)
-        trainer = Trainer(
-            model=model,
-            args=dataclasses.replace(training, bf16=False),
-            data_collator=DataCollatorWithPadding(tokenizer),
-            compute_metrics=recipe.compute_metrics,
-        )
-    else:
-        trainer = build_trainer(recipe, cell, model, tokenizer, data, training)
-        trainer.train()
+    trainer = build_trainer(recipe, cell, model, tokenizer, data, training)
+    trainer.train()
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     metrics = trainer.evaluate(dev_features)
     return {"variant": variant, "train_wall_s": wall, "train_cpu_s": cpu, **metrics}
@@ -198,7 +163,6 @@ def summarise(rows: list[dict], tasks, variants, seeds) -> None:
                   f"({', '.join(f'{v:.1f}' for v in values)}) | {cpu:.1f} | {wall:.0f} |")  # fmt: skip
         for num, den in (
             ("stock_trainer", "ours_trainer"),
-            ("ours_loop", "ours_trainer"),
             ("ours_trainer", "ours_trainer_bf16"),
         ):
             for kind in ("cpu", "wall"):

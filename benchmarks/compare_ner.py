@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""CoNLL-2003 NER, three ways on identical features: our model + Trainer (the recipe), stock
-``AutoModelForTokenClassification`` + Trainer, and our model + the previous hand-written loop
-(``recipes/finetune.py``, while it exists).
+"""CoNLL-2003 NER, two ways on identical features: our model + Trainer (the recipe) and stock
+``AutoModelForTokenClassification`` + Trainer. (A third side, the previous hand-written loop, was
+measured once and removed with that loop: benchmarks/README.md keeps its figures.)
 
     python benchmarks/compare_ner.py --model_name_or_path MODEL --max_train_samples 1000 \
         --num_train_epochs 2 --per_device_train_batch_size 16 --learning_rate 1e-4 \
@@ -10,7 +10,7 @@
 Features come from the recipe (``recipes/ner``: first-piece labels, no document context), built
 once. Every side gets the same hyper-parameters (BERT's defaults of ``recipes/runner.py``:
 warmup 10%, weight decay 0.01, fused AdamW, clipping 1.0, random batches), the same seeds, and
-is scored the same way (``NerTrainer.evaluate``: conlleval on the dev set). Per seed the three
+is scored the same way (``NerTrainer.evaluate``: conlleval on the dev set). Per seed the
 trainings run one after the other in a rotating order, so that the drifting load of a shared
 machine is spread over the sides. Speed ratios are medians of per-seed ratios; they only count
 when the dev F1 of the sides lies within the seed spread. Writes ``compare_ner.json``.
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from modeling.cli import main_guard  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "conll2003"
-SIDES = ("ours_trainer", "stock_trainer", "ours_old_loop")
+SIDES = ("ours_trainer", "stock_trainer")
 
 
 def main(argv=None):
@@ -104,33 +104,7 @@ def main(argv=None):
         trainer = trainer_for(model, seed)
         return trainer, trainer.train().metrics["train_runtime"]
 
-    def ours_old_loop(seed):
-        from transformers import set_seed
-
-        from recipes.arguments import TrainingArguments
-        from recipes.finetune import train as old_train
-
-        set_seed(seed)
-        model = task.load_model(args)
-        t = args.training
-        old_args = TrainingArguments(
-            output_dir=str(out / f"seed{seed}"),
-            learning_rate=t.learning_rate,
-            per_device_train_batch_size=t.per_device_train_batch_size,
-            num_train_epochs=t.num_train_epochs,
-            warmup_ratio=float(t.warmup_steps) if t.warmup_steps < 1 else 0.0,
-            warmup_steps=int(t.warmup_steps) if t.warmup_steps >= 1 else 0,
-            weight_decay=t.weight_decay,
-            max_grad_norm=t.max_grad_norm,
-            seed=seed,
-            group_by_length=False,
-            disable_tqdm=True,
-        )
-        result = old_train(model, train.to_list(), old_args)
-        return trainer_for(model, seed), result.train_runtime
-
     sides = {"ours_trainer": ours_trainer, "stock_trainer": stock_trainer}
-    sides["ours_old_loop"] = ours_old_loop
     for i, seed in enumerate(seeds):
         names = list(sides)
         names = names[i % len(names) :] + names[: i % len(names)]  # rotating order
@@ -159,7 +133,7 @@ def main(argv=None):
             "dev_f1_spread": max(f1) - min(f1),
             "train_runtime_median": statistics.median(r["train_runtime"] for r in rows),
         }
-    for name in ("stock_trainer", "ours_old_loop"):
+    for name in ("stock_trainer",):
         summary[f"train_time_{name}_over_ours_trainer"] = statistics.median(
             a["train_runtime"] / b["train_runtime"]
             for a in results["runs"]

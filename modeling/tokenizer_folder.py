@@ -1,7 +1,7 @@
 """Tokenizer folders that load wherever a BERT tokenizer loads.
 
 Every tokenizer folder this project writes (a trained WordPiece tokenizer, the ``tokenizer/``
-of pretraining data, the ``model/`` of a checkpoint) goes through :func:`save_tokenizer`, so
+of pretraining data, the ``model/`` of a checkpoint, a fine-tuned ``output_dir``) goes through :func:`save_tokenizer`, so
 that stock ``AutoTokenizer`` in transformers 4.x and 5.x and the slow ``BertTokenizer`` read it:
 
 * a BERT WordPiece pipeline held by the generic class (``PreTrainedTokenizerFast``, saved by
@@ -12,6 +12,8 @@ that stock ``AutoTokenizer`` in transformers 4.x and 5.x and the slow ``BertToke
 * loading options that ``from_pretrained`` keeps among the init arguments (``local_files_only``
   under ``HF_HUB_OFFLINE``, ``cache_dir``, ``token``...) are left out of
   ``tokenizer_config.json``: they describe one run's machine, not the tokenizer.
+  :func:`drop_runtime_kwargs` removes them from a loaded tokenizer, so that folders written by
+  others (``transformers.Trainer``'s ``checkpoint-*/``) leave them out too.
 """
 
 from __future__ import annotations
@@ -42,6 +44,16 @@ RUNTIME_KWARGS = (
     "_commit_hash",
 )
 SPECIAL_TOKEN_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+def drop_runtime_kwargs(tokenizer: Any) -> Any:
+    """Remove the :data:`RUNTIME_KWARGS` from ``tokenizer.init_kwargs`` (in place), so that
+    any later ``save_pretrained`` leaves them out of tokenizer_config.json; return ``tokenizer``."""
+    init_kwargs = getattr(tokenizer, "init_kwargs", None)
+    if isinstance(init_kwargs, dict):
+        for key in RUNTIME_KWARGS:
+            init_kwargs.pop(key, None)
+    return tokenizer
 
 
 def as_bert_tokenizer(tokenizer: Any) -> Any:
@@ -85,16 +97,11 @@ def as_bert_tokenizer(tokenizer: Any) -> Any:
 
 def save_tokenizer(tokenizer: Any, folder: str | Path) -> Any:
     """Save ``tokenizer`` into ``folder`` as a stock-loadable folder; return what was saved
-    (``tokenizer`` itself, or its :func:`as_bert_tokenizer` form)."""
+    (``tokenizer`` itself, or its :func:`as_bert_tokenizer` form; either way without the
+    :data:`RUNTIME_KWARGS` in its ``init_kwargs``)."""
     folder = Path(folder)
-    tokenizer = as_bert_tokenizer(tokenizer)
+    tokenizer = drop_runtime_kwargs(as_bert_tokenizer(tokenizer))
     tokenizer.save_pretrained(str(folder))
-
-    config_file = folder / "tokenizer_config.json"
-    config = json.loads(config_file.read_text(encoding="utf-8"))
-    clean = {k: v for k, v in config.items() if k not in RUNTIME_KWARGS}
-    if clean != config:
-        write_json(config_file, clean)
 
     # Written every time: a stale file from an earlier save into this folder must not survive.
     if type(tokenizer).__name__ == "BertTokenizer":

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from modeling.cli import UsageError, yaml_defaults
+from modeling.tokenizer_folder import drop_runtime_kwargs, save_tokenizer
 
 from .card import check_push, push_to_hub, write_model_card
 from .featurise import Data, featurise, load_data, read_raw, tokenizer_fingerprint
@@ -434,7 +435,8 @@ def load_tokenizer(model_args: ModelArguments):
         raise UsageError(f"tokenizer {name}: {str(err).splitlines()[0]}") from None
     if len(tokenizer) < 10 or tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
         raise UsageError(f"tokenizer at {name} looks broken: {len(tokenizer)} entries")
-    return tokenizer
+    # loading options (local_files_only offline...) would go into every folder the Trainer writes
+    return drop_runtime_kwargs(tokenizer)
 
 
 def build_trainer(task: Task, args: Arguments, model, tokenizer, data: Data, training_args=None):
@@ -489,6 +491,8 @@ def train_and_evaluate(task: Task, args: Arguments, tokenizer, data: Data, resum
         # the schedule's end: 0 after the last optimiser step when it counted steps right
         train_metrics["train_final_learning_rate"] = trainer.lr_scheduler.get_last_lr()[0]
         trainer.save_model()  # model + tokenizer in output_dir (main process)
+        if trainer.is_world_process_zero():  # the tokenizer again, with vocab.txt etc.
+            save_tokenizer(trainer.processing_class, training_args.output_dir)
         trainer.log_metrics("train", train_metrics)
         trainer.save_metrics("train", train_metrics)
         trainer.save_state()

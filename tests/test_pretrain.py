@@ -174,6 +174,32 @@ def test_optimizer_groups_skip_decay_on_bias_and_layernorm(tiny_data, tmp_path):
     assert [g["bias_correction"] for g in opt.param_groups] == [True, True]
 
 
+def test_param_groups_decay_weights_only_and_cover_every_trainable_parameter():
+    import torch
+
+    from modeling import BertConfig, BertForSequenceClassification
+    from modeling.optim import param_groups
+
+    config = BertConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32,
+    )  # fmt: skip
+    model = BertForSequenceClassification(config)
+    model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
+    decay, no_decay = param_groups(model, 0.01)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = [names[id(p)] for p in decay["params"]]
+    kept = [names[id(p)] for p in no_decay["params"]]
+    assert all(not n.endswith("bias") and "LayerNorm" not in n for n in decayed)
+    assert "classifier.weight" in decayed and "classifier.bias" in kept
+    assert any("LayerNorm" in n for n in kept)
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert sorted(decayed + kept) == sorted(trainable)  # each once, frozen ones left out
+    assert "bert.embeddings.word_embeddings.weight" not in trainable
+    assert isinstance(torch.optim.AdamW([decay, no_decay]), torch.optim.Optimizer)
+
+
 # ------------------------------------------------------------------------------- training runs
 @pytest.fixture(scope="module")
 def full_run(tiny_data, tmp_path_factory):
