@@ -9,8 +9,12 @@ names the file and the key. ``main_guard`` turns expected errors into one line a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import json
+import os
 import sys
+import time
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -154,13 +158,33 @@ def parse_args(
     return tuple(out)
 
 
+def report_error(message: str, code: int) -> None:
+    """Print ``message`` as the one line a user reads, and exit with ``code``.
+
+    Under a launcher (``accelerate launch``, ``torchrun``) every process meets the same
+    configuration error. Each writes it to the launcher's error file, so that the failure
+    summary the launcher prints last ends with it (instead of a pointer to the docs; the
+    launcher's own traceback cannot be avoided). Process 0 prints it; the others stay silent
+    and wait, since the launcher stops them all once one fails (after up to 5 s)."""
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if error_file:
+        with contextlib.suppress(OSError):
+            Path(error_file).write_text(
+                json.dumps({"message": message, "timestamp": int(time.time())})
+            )
+    if not (error_file and int(os.environ.get("RANK", "0")) > 0):
+        print(message, file=sys.stderr, flush=True)
+    else:  # an error of this process only still ends up in the launcher's summary
+        time.sleep(15)
+    sys.exit(code)
+
+
 def main_guard(main: Callable[[], Any]) -> None:
     """Run ``main``; print expected errors as one line on stderr and exit with status 2."""
     try:
         main()
     except (UsageError, FileNotFoundError, NotADirectoryError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        report_error(f"error: {err}", 2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)

@@ -133,3 +133,21 @@ def build_scheduler(optimizer, args: PretrainingArguments):
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, kind, warmup, total)
     )
+
+
+def apply_optimizer_settings(optimizer, scheduler, args: PretrainingArguments) -> None:
+    """Give a loaded optimizer and schedule this run's learning rate, betas, epsilon and weight
+    decay (loading restores the saved ones: a resumed run would silently ignore new values)."""
+    for i, group in enumerate(optimizer.param_groups):  # group 0 decays, group 1 does not
+        group.update(
+            betas=(args.adam_beta1, args.adam_beta2),
+            eps=args.adam_epsilon,
+            weight_decay=args.weight_decay if i == 0 else 0.0,
+            initial_lr=args.learning_rate,
+        )
+        if "trust_ratio" in group:
+            group["trust_ratio"] = args.optim == "lamb" and group["weight_decay"] > 0
+    scheduler.base_lrs = [args.learning_rate] * len(optimizer.param_groups)
+    for group, factor in zip(optimizer.param_groups, scheduler.lr_lambdas):
+        group["lr"] = args.learning_rate * factor(scheduler.last_epoch)
+    scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]

@@ -15,16 +15,21 @@ rank)``, so they too do not depend on what ran before.
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from . import atomic
 from .cli import UsageError
+from .corpus import CorpusError
 from .pretraining_args import PretrainingArguments
-from .pretraining_data import create_pretraining_data, load_metadata
+from .pretraining_data import PretrainingDataError, create_pretraining_data, load_metadata
 from .tokenizer_training import train_wordpiece
 
 logger = logging.getLogger(__name__)
@@ -41,10 +46,32 @@ class Phase:
     max_seq_length: int
     max_predictions: int | None
     metadata: dict
+    signature: str = ""  # data_signature(path)
 
 
 def is_prepared(path: Path) -> bool:
     return (path / "metadata.json").is_file()
+
+
+def _check_text_file(i: int, path: str) -> None:
+    """Cheap checks of a raw text input before any work: not empty, not binary."""
+    if not Path(path).is_file():
+        raise UsageError(f"train_data[{i}]: {path} is not a file")
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 16)
+    if not head.strip():
+        raise UsageError(f"train_data[{i}]: {path} is empty")
+    if b"\0" in head:
+        raise UsageError(
+            f"train_data[{i}]: {path} is binary, not text (NUL byte at {head.index(0)})"
+        )
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 3:  # not just a character cut by the 64 KiB window
+            raise UsageError(
+                f"train_data[{i}]: {path} is not UTF-8 text (byte {err.start})"
+            ) from None
 
 
 def check_data_paths(args: PretrainingArguments) -> None:
@@ -56,30 +83,73 @@ def check_data_paths(args: PretrainingArguments) -> None:
                 f"train_data[{i}]: {path} has no metadata.json (not written by "
                 "scripts/create_pretraining_data.py)"
             )
-        if not path.is_dir() and not glob.glob(entry):
+        if path.is_dir():
+            continue
+        files = sorted(glob.glob(entry))
+        if not files:
             raise UsageError(f"train_data[{i}]: {entry} not found")
+        for f in files:
+            _check_text_file(i, f)
+
+
+def _key(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _file_facts(files: list[str]) -> list:
+    """What decides whether a cached conversion is still valid: path, size, modification."""
+    return [[f, os.stat(f).st_size, os.stat(f).st_mtime_ns] for f in files]
 
 
 def resolve_data(args: PretrainingArguments, accelerator=None) -> list[Path]:
-    """Each phase's prepared data folder; raw text is converted (on the main process)."""
+    """Each phase's prepared data folder.
+
+    Raw text is converted by the main process into ``output_dir/data/phase<i>-<length>`` (with
+    a WordPiece tokenizer trained on all raw files into ``output_dir/data/tokenizer`` unless
+    ``tokenizer_name`` is given). Each conversion is keyed by its inputs (file paths, sizes and
+    modification times, vocabulary size, length, held-out documents, seed): a folder with the
+    same key is reused, any other is rebuilt, atomically."""
     check_data_paths(args)
-    folders: list[Path] = []
     lengths = args.per_phase("max_seq_length")
-    tokenizer = args.tokenizer_name
-    for i, entry in enumerate(args.train_data):
-        path = Path(entry)
-        if is_prepared(path):
-            folders.append(path)
-            continue
-        files = sorted(glob.glob(entry))
-        target = Path(args.output_dir) / "data" / f"phase{i}-{lengths[i]}"
-        folders.append(target)
-        if is_prepared(target) and load_metadata(target)["inputs"] == files:
-            continue  # converted by an earlier run (e.g. the one being resumed)
-        is_main = accelerator is None or accelerator.is_main_process
-        if is_main:
-            tokenizer = tokenizer or _train_tokenizer(files, args)
-            logger.info("building %s from %d raw file(s)", target, len(files))
+    data_dir = Path(args.output_dir) / "data"
+    raw = {
+        i: sorted(glob.glob(entry))
+        for i, entry in enumerate(args.train_data)
+        if not is_prepared(Path(entry))
+    }
+    folders = [
+        data_dir / f"phase{i}-{lengths[i]}" if i in raw else Path(entry)
+        for i, entry in enumerate(args.train_data)
+    ]
+    if raw and (accelerator is None or accelerator.is_main_process):
+        _convert_raw(args, raw, folders)
+    if raw and accelerator is not None:
+        accelerator.wait_for_everyone()
+    return folders
+
+
+def _convert_raw(args: PretrainingArguments, raw: dict[int, list[str]], folders: list[Path]):
+    lengths = args.per_phase("max_seq_length")
+    if args.tokenizer_name:
+        tokenizer = args.tokenizer_name
+        folder = Path(tokenizer)
+        names = sorted(str(f) for f in folder.iterdir()) if folder.is_dir() else []
+        tokenizer_key = _key([tokenizer, _file_facts(names)])
+    else:
+        tokenizer, tokenizer_key = _cached_tokenizer(sorted(set(sum(raw.values(), []))), args)
+    for i, files in raw.items():
+        key = _key({
+            "files": _file_facts(files), "tokenizer": tokenizer_key, "seed": args.seed,
+            "max_seq_length": lengths[i], "num_validation_docs": args.num_validation_docs,
+        })  # fmt: skip
+        target = folders[i]
+        if (
+            is_prepared(target)
+            and load_metadata(target)["config"].get("extra", {}).get("key") == key
+        ):
+            continue  # converted by an earlier run from the same inputs
+        logger.info("building %s from %d raw file(s)", target, len(files))
+        try:
             create_pretraining_data(
                 files,
                 target,
@@ -89,20 +159,41 @@ def resolve_data(args: PretrainingArguments, accelerator=None) -> list[Path]:
                 seed=args.seed,
                 overwrite=True,
                 progress=False,
+                extra={"key": key},
             )
-        if accelerator is not None:
-            accelerator.wait_for_everyone()
-    return folders
+        except (PretrainingDataError, CorpusError) as err:
+            raise UsageError(f"train_data[{i}]: {err}") from None
 
 
-def _train_tokenizer(files: list[str], args: PretrainingArguments) -> str:
+def _cached_tokenizer(files: list[str], args: PretrainingArguments) -> tuple[str, str]:
     out = Path(args.output_dir) / "data" / "tokenizer"
-    if not (out / "tokenizer_config.json").is_file():
-        logger.info(
-            "training a %d-entry WordPiece tokenizer on %s", args.tokenizer_vocab_size, files
-        )
-        train_wordpiece(files, out, vocab_size=args.tokenizer_vocab_size)
-    return str(out)
+    key = _key({"files": _file_facts(files), "vocab_size": args.tokenizer_vocab_size})
+    stamp = out / "inputs_key.txt"
+    if stamp.is_file() and stamp.read_text() == key:
+        return str(out), key
+    logger.info("training a %d-entry WordPiece tokenizer on %s", args.tokenizer_vocab_size, files)
+    with atomic.atomic_dir(out) as tmp:
+        try:
+            train_wordpiece(files, tmp, vocab_size=args.tokenizer_vocab_size)
+        except (ValueError, CorpusError) as err:
+            raise UsageError(f"train_data: no tokenizer from {files}: {err}") from None
+        (tmp / "inputs_key.txt").write_text(key)
+    return str(out), key
+
+
+def data_signature(path: Path) -> str:
+    """A fingerprint of a prepared folder's content (settings, counts, vocabulary), not of
+    where it lies or when it was written: two identical builds have the same one."""
+    meta = load_metadata(path)
+    config = {k: v for k, v in meta["config"].items() if k != "extra"}
+    splits = {
+        name: {k: v for k, v in split.items() if k != "shards"}
+        for name, split in meta["summary"]["splits"].items()
+    }
+    vocab = path / "tokenizer" / "tokenizer.json"
+    digest = hashlib.sha256(vocab.read_bytes()).hexdigest() if vocab.is_file() else None
+    return _key({"config": config, "vocab_size": meta["vocab_size"], "splits": splits,
+                 "tokenizer": digest})  # fmt: skip
 
 
 def build_phases(args: PretrainingArguments, folders: list[Path]) -> list[Phase]:
@@ -132,20 +223,30 @@ def build_phases(args: PretrainingArguments, folders: list[Path]) -> list[Phase]
             )
         phases.append(
             Phase(
-                i, path, steps, first, batches[i], accums[i], meta["max_seq_length"], caps[i], meta
+                i,
+                path,
+                steps,
+                first,
+                batches[i],
+                accums[i],
+                meta["max_seq_length"],
+                caps[i],
+                meta,
+                data_signature(path),
             )
         )
         first += steps
     return phases
 
 
-def check_batches(phases: list[Phase], num_processes: int) -> None:
-    for p in phases:
-        if p.global_batch % (num_processes * p.accumulation):
+def check_batches(args: PretrainingArguments, num_processes: int) -> None:
+    batches = args.per_phase("train_batch_size")
+    for i, accumulation in enumerate(args.per_phase("gradient_accumulation_steps")):
+        if batches[i] % (num_processes * accumulation):
             raise UsageError(
-                f"train_batch_size[{p.index}]={p.global_batch} is not divisible by "
+                f"train_batch_size[{i}]={batches[i]} is not divisible by "
                 f"num_processes ({num_processes}) x gradient_accumulation_steps "
-                f"({p.accumulation})"
+                f"({accumulation})"
             )
 
 

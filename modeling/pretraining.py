@@ -23,16 +23,18 @@ clock; saves a checkpoint, then stops) and ``stop_at_step`` (stop with a checkpo
 shortening the schedule, e.g. for time-sliced cluster jobs).
 
 Errors in the configuration (unknown field, a batch that does not split over processes x
-accumulation, missing data) raise :class:`modeling.cli.UsageError` before any work starts.
+accumulation, missing or binary data, an output_dir holding another run, a resume whose settings
+or data differ from the checkpoint's) raise :class:`modeling.cli.UsageError` before any work
+starts (:func:`start_run`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
+import pickle
 import shutil
 import time
 from pathlib import Path
@@ -42,10 +44,13 @@ import torch
 
 from . import atomic, zero
 from .checkpointing import (
-    TRAINER_STATE,
     Checkpointer,
+    check_data_signatures,
+    check_output_dir,
+    check_resume,
     find_checkpoint,
     param_fingerprint,
+    read_trainer_state,
 )
 from .cli import UsageError
 from .device import cpu_mixed_precision, set_cpu_threads
@@ -57,7 +62,7 @@ from .meters import (
     measure_peak_flops,
     unigram_baseline,
 )
-from .optim import build_optimizer, build_scheduler
+from .optim import apply_optimizer_settings, build_optimizer, build_scheduler
 from .phases import (
     Phase,
     PhaseBatches,
@@ -133,21 +138,56 @@ def _is_deepspeed(accelerator) -> bool:
     return zero.is_deepspeed(accelerator)
 
 
-def setup_phases(args: PretrainingArguments):
-    """The accelerator and the phases (raw text converted on the main process first)."""
+def check_model_path(args: PretrainingArguments) -> None:
+    """A local ``model_name_or_path`` must be a model folder (a Hub name is tried later)."""
+    name = args.model_name_or_path
+    if not name:
+        return
+    looks_local = Path(name).exists() or name.startswith(("/", ".", "~")) or name.count("/") > 1
+    if looks_local and not (Path(name) / "config.json").is_file():
+        raise UsageError(f"model_name_or_path: {name} is not a model folder (no config.json)")
+
+
+def start_run(args: PretrainingArguments):
+    """Every check, then the accelerator and the phases (raw text is converted on the main
+    process). Refusals are one-line UsageErrors raised before any work."""
+    check_data_paths(args)
+    check_model_path(args)
+    out_dir = Path(args.output_dir)
+    previous_run = check_output_dir(args)
+    spec = args.resume_from_checkpoint
+    checkpoint = find_checkpoint(spec, out_dir) if spec else None
+    saved = read_trainer_state(checkpoint) if checkpoint else None
     folders = [Path(p) for p in args.train_data]
-    prepared = all(is_prepared(p) for p in folders)
-    phases = build_phases(args, folders) if prepared else None
+    phases = build_phases(args, folders) if all(is_prepared(p) for p in folders) else None
     has_nsp = phases is None or all(p.metadata["sentence_task"] != "none" for p in phases)
     accelerator = _make_accelerator(args, needs_unused=not has_nsp)
-    if phases is None:
-        phases = build_phases(args, resolve_data(args, accelerator))
-    check_batches(phases, accelerator.num_processes)
-    if _is_deepspeed(accelerator) and len({p.accumulation for p in phases}) > 1:
+    check_batches(args, accelerator.num_processes)
+    if _is_deepspeed(accelerator) and len(set(args.per_phase("gradient_accumulation_steps"))) > 1:
         raise UsageError(
             "gradient_accumulation_steps must be the same in every phase with DeepSpeed"
         )
-    return accelerator, phases
+    facts = {
+        "num_processes": accelerator.num_processes,
+        "mixed_precision": accelerator.mixed_precision,
+    }
+    if saved is not None:
+        check_resume(checkpoint, saved, args, facts)
+    elif spec == "auto":
+        accelerator.print(f"no checkpoint in {out_dir}: starting a new run")
+    if previous_run and accelerator.is_main_process:
+        logger.warning("overwrite_output_dir: removing the previous run's %s", previous_run)
+        for path in previous_run:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    accelerator.wait_for_everyone()
+    if phases is None:
+        phases = build_phases(args, resolve_data(args, accelerator))
+    if saved is not None:
+        check_data_signatures(checkpoint, saved, phases, args.ignore_resume_mismatch)
+    return accelerator, phases, checkpoint, saved
 
 
 def load_phase_data(phases: list[Phase]) -> tuple[list, list]:
@@ -167,11 +207,17 @@ def build_model(args: PretrainingArguments, vocab_size: int, pad_token_id: int):
     from . import BertConfig, BertForPreTraining
 
     if args.model_name_or_path:
-        return BertForPreTraining.from_pretrained(
-            args.model_name_or_path,
-            unpad_inputs=args.unpad_inputs,
-            attn_implementation=args.attn_implementation,
-        )
+        try:
+            return BertForPreTraining.from_pretrained(
+                args.model_name_or_path,
+                unpad_inputs=args.unpad_inputs,
+                attn_implementation=args.attn_implementation,
+            )
+        except (OSError, ValueError) as err:
+            first = (str(err).strip().splitlines() or [""])[0][:200]
+            raise UsageError(
+                f"model_name_or_path: cannot load {args.model_name_or_path}: {first}"
+            ) from None
     config = BertConfig(
         vocab_size=vocab_size,
         hidden_size=args.hidden_size,
@@ -270,33 +316,41 @@ def phase_loader(args, accelerator, phase: Phase, dataset, collator, step: int):
     )
 
 
-def resume(args: PretrainingArguments, accelerator) -> tuple[int, list[dict], float]:
-    """Load the checkpoint named by ``resume_from_checkpoint``; return (step, log history,
-    training seconds so far), or a fresh start."""
-    out_dir = Path(args.output_dir)
-    ckpt = (
-        find_checkpoint(args.resume_from_checkpoint, out_dir)
-        if args.resume_from_checkpoint
-        else None
-    )
-    if args.resume_from_checkpoint and ckpt is None:
-        logger.warning("no checkpoint in %s: starting from scratch", out_dir)
-    if ckpt is None:
+def _rng_state_loads(path: Path) -> bool:
+    try:
+        torch.load(path, weights_only=False)
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError):
+        return False
+    return True
+
+
+def resume(args, accelerator, checkpoint: Path | None, saved: dict | None, optimizer, scheduler):
+    """Load ``checkpoint`` (checked by :func:`start_run`); return (step, log history, training
+    seconds so far), or a fresh start."""
+    if checkpoint is None:
         return 0, [], 0.0
-    state = json.loads((ckpt / TRAINER_STATE).read_text())
-    if state["max_steps"] != args.max_steps:
-        raise UsageError(
-            f"{ckpt}: saved with max_steps={state['max_steps']}, now {args.max_steps}; the "
-            "schedule and phase boundaries would change"
+    rng = checkpoint / "state" / f"random_states_{accelerator.process_index}.pkl"
+    if not _rng_state_loads(rng):
+        logger.warning(
+            "%s: no usable RNG state for process %d; the resumed run will not be exact "
+            "(dropout draws differ from an uninterrupted run)",
+            checkpoint,
+            accelerator.process_index,
         )
-    accelerator.load_state(str(ckpt / "state"))
-    accelerator.print(f"resumed from {ckpt} at step {state['step']}")
-    step = state["step"]
-    return (
-        step,
-        [r for r in state["log_history"] if r["step"] <= step],
-        state.get("train_seconds", 0.0),
-    )
+    try:
+        accelerator.load_state(str(checkpoint / "state"))
+    except (OSError, RuntimeError, EOFError, ValueError, KeyError, pickle.UnpicklingError) as err:
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        raise UsageError(
+            f"resume_from_checkpoint: {checkpoint / 'state'} cannot be loaded "
+            f"({type(err).__name__}: {first})"
+        ) from None
+    if args.ignore_resume_mismatch:
+        apply_optimizer_settings(optimizer, scheduler, args)
+    step = saved["step"]
+    accelerator.print(f"resumed from {checkpoint} at step {step}")
+    history = [r for r in saved["log_history"] if r["step"] <= step]
+    return step, history, saved.get("train_seconds", 0.0)
 
 
 def trainer_state(args, accelerator, phases: list[Phase], step: int, log: RunLog, seconds):
@@ -310,6 +364,8 @@ def trainer_state(args, accelerator, phases: list[Phase], step: int, log: RunLog
         "data_position": (step - phase.first_global_step) * phase.global_batch,
         "train_seconds": seconds,
         "num_processes": accelerator.num_processes,
+        "mixed_precision": accelerator.mixed_precision,
+        "data_signatures": [p.signature for p in phases],
         "log_history": log.history,
         "args": dataclasses.asdict(args),
     }
@@ -365,17 +421,18 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
     from tqdm.auto import tqdm
     from transformers import AutoTokenizer
 
-    check_data_paths(args)  # what can fail cheaply fails before models and devices
     t_start = time.perf_counter()
     out_dir = Path(args.output_dir)
     budget = parse_duration(args.max_time) if args.max_time else None
-    accelerator, phases = setup_phases(args)
+    accelerator, phases, checkpoint, saved = start_run(args)
     deepspeed = _is_deepspeed(accelerator)
     tokenizer = AutoTokenizer.from_pretrained(str(phases[0].path / "tokenizer"))
     train_sets, eval_sets = load_phase_data(phases)
     model, optimizer, scheduler = build_training(args, accelerator, phases, tokenizer)
     config = accelerator.unwrap_model(model).config
-    step, history, seconds_before = resume(args, accelerator)
+    step, history, seconds_before = resume(
+        args, accelerator, checkpoint, saved, optimizer, scheduler
+    )
     log = RunLog(accelerator, out_dir / "log.jsonl", history, trackers=bool(args.report_to))
     if args.report_to:
         accelerator.init_trackers(args.run_name or out_dir.name, config=_flat_config(args))

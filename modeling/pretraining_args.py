@@ -116,7 +116,19 @@ class PretrainingArguments:
     save_steps: int = field(default=1000, metadata={"help": "checkpoint every N steps (0=end)"})
     save_total_limit: int = field(default=2, metadata={"help": "keep the last K checkpoints"})
     resume_from_checkpoint: str | None = field(
-        default=None, metadata={"help": "a checkpoint folder or 'latest' (in output_dir)"}
+        default=None,
+        metadata={
+            "help": "a checkpoint folder; 'latest' (the newest in output_dir, an error if "
+            "none) or 'auto' (the newest, or a new run if none)"
+        },
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "start a new run in an output_dir that holds another (removes it)"},
+    )
+    ignore_resume_mismatch: bool = field(
+        default=False,
+        metadata={"help": "resume although settings that decide the result changed"},
     )
     max_time: str | None = field(
         default=None, metadata={"help": "wall-clock budget: seconds or 30m / 2h / 1d"}

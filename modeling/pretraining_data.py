@@ -32,7 +32,7 @@ Deliberate deviations from Google's script (each an option where it matters):
   which skews the NSP balance on stub-heavy corpora such as Wikipedia).
 * SOP: a chunk of one segment is split inside the segment, so ``B`` is never from another
   document (ALBERT falls back to a random document there).
-* Static masking: ``round(n * masked_lm_prob)`` counts only maskable tokens (Google counts
+* Static masking: ``round(n * mlm_probability)`` counts only maskable tokens (Google counts
   [CLS]/[SEP] too); random replacements come from ordinary vocabulary only.
 * Examples are stored unpadded; the collator pads each batch.
 """
@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from .constants import IGNORE_INDEX
 from .corpus import CorpusError, CorpusStats, read_documents
 
 __all__ = [
@@ -83,7 +84,7 @@ class PretrainingDataConfig:
     sentence_task: str = "nsp"
     masking: str = "dynamic"
     masking_strategy: str = "token"
-    masked_lm_prob: float = 0.15
+    mlm_probability: float = 0.15
     mask_replace_prob: float = 0.8
     random_replace_prob: float = 0.1
     max_predictions_per_seq: int | None = 20
@@ -471,7 +472,7 @@ def _build_split(corpus, docs, cfg, tokenizer, collator, num_proc, progress, des
         summary["next_sentence_label_0_share"] = float((nsp == 0).mean())
     if collator is not None:
         labels = np.concatenate([p["labels"] for p in parts])
-        summary["masked_share_of_tokens"] = float((labels != -100).mean())
+        summary["masked_share_of_tokens"] = float((labels != IGNORE_INDEX).mean())
     return table, summary
 
 
@@ -549,7 +550,7 @@ def create_pretraining_data(
         collator = build_collator(
             cfg.masking_strategy,
             tokenizer,
-            mlm_probability=cfg.masked_lm_prob,
+            mlm_probability=cfg.mlm_probability,
             mask_replace_prob=cfg.mask_replace_prob,
             random_replace_prob=cfg.random_replace_prob,
             max_predictions_per_seq=cfg.max_predictions_per_seq,

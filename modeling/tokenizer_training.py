@@ -35,19 +35,39 @@ def train_wordpiece(
 
     if not files:
         raise ValueError("no input files")
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=lowercase, lowercase=lowercase
-    )
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+
+    def fresh() -> Tokenizer:
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=lowercase, lowercase=lowercase
+        )
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        return tok
+
+    def train(vocab: int, special: list[str]) -> Tokenizer:
+        tok = fresh()
+        trainer = WordPieceTrainer(
+            vocab_size=vocab,
+            min_frequency=min_frequency,
+            special_tokens=special,
+            continuing_subword_prefix="##",
+            show_progress=False,
+        )
+        tok.train_from_iterator(_texts(files, input_format, text_field), trainer=trainer)
+        return tok
+
+    # The trainer numbers the "##x" pieces in hash-map order, and ties between equally frequent
+    # merges are broken by those numbers, so two runs on the same text give different
+    # vocabularies. A first pass (no merges) finds the pieces; the second pass gets them,
+    # sorted, before any merge, which fixes every number and every tie.
+    pieces = sorted(t for t in train(1, SPECIAL_TOKENS).get_vocab() if t.startswith("##"))
+    vocab = train(vocab_size, SPECIAL_TOKENS + pieces).get_vocab(with_added_tokens=False)
+    if len(vocab) <= len(SPECIAL_TOKENS):
+        raise ValueError(f"no text to train a tokenizer on in {[str(f) for f in files]}")
+    tok = fresh()
+    tok.model = models.WordPiece(vocab, unk_token="[UNK]", continuing_subword_prefix="##")
+    tok.add_special_tokens(SPECIAL_TOKENS)
     tok.decoder = decoders.WordPiece(prefix="##")
-    trainer = WordPieceTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        special_tokens=SPECIAL_TOKENS,
-        continuing_subword_prefix="##",
-    )
-    tok.train_from_iterator(_texts(files, input_format, text_field), trainer=trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",

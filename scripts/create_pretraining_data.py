@@ -54,7 +54,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         choices=["token", "whole_word", "span"],
         help="strategy for static masking",
     )
-    p.add_argument("--masked_lm_prob", type=float, default=0.15)
+    p.add_argument("--mlm_probability", type=float, default=0.15, help="share of tokens masked")
+    p.add_argument(  # Google's name, kept so that existing command lines still work
+        "--masked_lm_prob", dest="mlm_probability", type=float, help=argparse.SUPPRESS
+    )
     p.add_argument("--mask_replace_prob", type=float, default=0.8)
     p.add_argument("--random_replace_prob", type=float, default=0.1)
     p.add_argument("--max_predictions_per_seq", type=int, default=20)
@@ -78,7 +81,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--num_proc", type=int, default=1)
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--no_progress", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    if any(a.split("=")[0] == "--masked_lm_prob" for a in given):
+        print("warning: --masked_lm_prob is deprecated, use --mlm_probability", file=sys.stderr)
+    return args
 
 
 def expand_inputs(patterns: list[str], input_format: str) -> list[str]:

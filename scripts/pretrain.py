@@ -25,12 +25,13 @@ def main(argv=None) -> None:
     logging.basicConfig(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO
     )
+    from modeling.corpus import CorpusError
     from modeling.pretraining import pretrain
     from modeling.pretraining_data import PretrainingDataError
 
     try:
         results = pretrain(args)
-    except PretrainingDataError as err:
+    except (PretrainingDataError, CorpusError) as err:
         raise UsageError(str(err)) from None
     import torch.distributed as dist
 

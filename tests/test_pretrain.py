@@ -34,27 +34,6 @@ TINY = dict(
 )
 
 
-@pytest.fixture(scope="session")
-def tiny_data(tmp_path_factory):
-    """A 600-entry WordPiece tokenizer and two phases of NSP data (lengths 64 and 128)."""
-    from modeling.pretraining_data import create_pretraining_data
-    from modeling.tokenizer_training import train_wordpiece
-
-    root = tmp_path_factory.mktemp("pretrain_data")
-    train_wordpiece([CORPUS], root / "tok", vocab_size=600, min_frequency=1)
-    for length in (64, 128):
-        create_pretraining_data(
-            [CORPUS],
-            root / f"d{length}",
-            str(root / "tok"),
-            max_seq_length=length,
-            dupe_factor=3,
-            num_validation_docs=2,
-            progress=False,
-        )
-    return root
-
-
 def _args(tiny_data, out, **kw):
     from modeling.pretraining_args import PretrainingArguments
 
