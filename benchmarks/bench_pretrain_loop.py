@@ -4,7 +4,7 @@
 
 Two runs of ``scripts/pretrain.py`` with the same recipe, seed and data, differing only in
 ``--mixed_precision`` (``no`` vs ``bf16``). They alternate in chunks of ``--chunk`` steps
-(``--stop_at_step`` then ``--resume_from_checkpoint latest``; resuming is exact), so load from
+(``--stop_at_step`` then ``--resume_from_checkpoint auto``; resuming is exact), so load from
 other processes on a shared machine hits both alike. Printed: median tokens/s of the
 ``logging_steps`` windows (from each run's ``log.jsonl``), their ratio, and the held-out MLM loss
 and accuracy (first ``max_eval_samples`` held-out sequences, fixed masks) at every turn. Model: BERT-mini (L=4/H=256/A=4) unless overridden with
@@ -49,7 +49,7 @@ RECIPE = dict(
 def run_chunk(recipe: Path, out: Path, precision: str, stop: int, extra: list[str]) -> float:
     cmd = [sys.executable, str(REPO / "scripts" / "pretrain.py"), "--config", str(recipe),
            "--output_dir", str(out), "--mixed_precision", precision,
-           "--resume_from_checkpoint", "latest", *extra]  # fmt: skip
+           "--resume_from_checkpoint", "auto", *extra]  # fmt: skip
     if stop is not None:
         cmd += ["--stop_at_step", str(stop)]
     start = time.perf_counter()

@@ -85,14 +85,15 @@ def cpu_threads_for(
     return max(1, cores // max(1, local_processes)), why
 
 
-def set_cpu_threads(local_processes: int, requested: int = 0) -> int:
-    """Set torch's intra-op threads for a CPU run (see :func:`cpu_threads_for`); log the count."""
+def set_cpu_threads(local_processes: int, requested: int = 0) -> tuple[int, str]:
+    """Set torch's intra-op threads for a CPU run (see :func:`cpu_threads_for`); return the
+    count and where it came from (for the run's start-up line)."""
     import torch
 
     threads, why = cpu_threads_for(local_processes, requested)
     torch.set_num_threads(threads)
-    logger.info("CPU threads per process: %d (%s)", threads, why)
-    return threads
+    logger.debug("CPU threads per process: %d (%s)", threads, why)
+    return threads, why
 
 
 def cpu_mixed_precision(requested: str | None, env: dict | None = None) -> str | None:

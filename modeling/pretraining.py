@@ -117,19 +117,16 @@ def _make_accelerator(args: PretrainingArguments, needs_unused: bool):
     )
     zero.check_launch(accelerator)
     zero.check_offload(accelerator, args.optim)
+    threads = ""
     if accelerator.device.type == "cpu":
         local = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
-        set_cpu_threads(local, args.num_cpu_threads)
+        count, why = set_cpu_threads(local, args.num_cpu_threads)
+        threads = f", {count} CPU threads each ({why})"
     stage = zero.zero_stage(accelerator)
+    kind = f"DeepSpeed ZeRO-{stage}" if stage else str(accelerator.distributed_type).split(".")[-1]
     accelerator.print(
-        f"{accelerator.num_processes} process(es), "
-        + (f"DeepSpeed ZeRO-{stage}" if stage else str(accelerator.distributed_type).split(".")[-1])
-        + f", {accelerator.device}, mixed precision {accelerator.mixed_precision}"
-        + (
-            f", {torch.get_num_threads()} CPU threads each"
-            if accelerator.device.type == "cpu"
-            else ""
-        )
+        f"{accelerator.num_processes} process(es), {kind}, {accelerator.device}, "
+        f"mixed precision {accelerator.mixed_precision}{threads}"
     )
     return accelerator
 
