@@ -13,6 +13,8 @@
 * ``optim``: parameter groups, AdamW / Google's AdamWeightDecay / LAMB, the schedules (shared
   with fine-tuning). Gradients are clipped to ``max_grad_norm`` (1.0).
 * ``meters``: losses, accuracies, tokens/s, MFU, curves.
+* ``device``: bf16 support of the CPU (fp32 fallback) and threads per CPU process.
+* ``zero``: DeepSpeed ZeRO launch checks, gathered ZeRO-3 weights, offloaded optimizer settings.
 * ``checkpointing``: ``output_dir/checkpoint-<step>/`` (``resume_from_checkpoint: latest``
   picks the newest complete one).
 
