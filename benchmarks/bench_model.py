@@ -1,7 +1,8 @@
 """Train-step throughput of our BERT vs stock `transformers`, side by side in one process.
 
-    python benchmarks/bench_model.py                  # all cases
+    python benchmarks/bench_model.py                  # all cases, fp32 and bf16
     python benchmarks/bench_model.py --cases mini     # one case (mini, base, mrpc)
+    python benchmarks/bench_model.py --precisions fp32   # fp32 only
 
 Cases (each a full train step: forward + backward + AdamW step):
 
@@ -10,11 +11,15 @@ Cases (each a full train step: forward + backward + AdamW step):
 * ``mrpc``: BertForSequenceClassification on real MRPC sentence pairs (../shared/data/glue),
   batch 32 padded to the longest pair in the batch, all-MiniLM-L6-v2 weights when installed.
 
-Ours and stock alternate step by step on identical batches and identical initial weights;
-each reports the median step time over ``--repeats`` rounds. Stock uses sdpa attention and the
+Ours and stock, each in fp32 and under ``torch.autocast(device, dtype=torch.bfloat16)``
+(bf16 is skipped with a message on a CPU without native bf16), alternate step by step on
+identical batches and identical initial weights; each reports the median step time over
+``--repeats`` rounds. The fp32 and bf16 variants of one side share its model and optimizer
+(the step time does not depend on the weights' values), which halves the memory. Stock uses sdpa attention and the
 default AdamW; ours uses its own defaults (sdpa, sparse MLM head, unpadded encoder for the
 fine-tuning case, fused AdamW). Model-FLOPs utilisation (MFU) is against a GEMM peak measured
-in the same process: 3 x forward FLOPs per step (forward + backward) over the step time,
+in the same process, in the variant's own precision (fp32 or bf16 2048^3 matmul): 3 x forward
+FLOPs per step (forward + backward) over the step time,
 counting each side's own FLOPs (the stock MLM head runs at every position, ours at the labelled
 ones), plus the ratio on the same "dense" FLOPs definition.
 """
@@ -32,10 +37,10 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 
 
-def gemm_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
+def gemm_peak_gflops(n: int = 2048, repeats: int = 5, dtype=None) -> float:
     import torch
 
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     torch.matmul(a, b)
     times = []
     for _ in range(repeats):
@@ -94,21 +99,25 @@ def mrpc_batches(tokenizer, batch: int, count: int, seed: int = 0):
     return batches
 
 
-def _train_step(model, optimizer, batch):
-    loss = model(**batch).loss
+def _train_step(model, optimizer, batch, dtype=None):
+    import torch
+
+    with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+        loss = model(**batch).loss
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 
 
-def measure(pairs, batches, repeats: int, warmup: int = 1):
-    """Alternate ours/stock one step at a time; return median seconds per step for each."""
-    times = {name: [] for name in pairs}
+def measure(variants, batches, repeats: int, warmup: int = 1):
+    """Alternate the variants one step at a time; return median seconds per step for each.
+    ``variants``: name -> (model, optimizer, autocast dtype or None)."""
+    times = {name: [] for name in variants}
     for i in range(warmup + repeats):
-        for name, (model, optimizer) in pairs.items():
+        for name, (model, optimizer, dtype) in variants.items():
             batch = batches[i % len(batches)]
             start = time.perf_counter()
-            _train_step(model, optimizer, batch)
+            _train_step(model, optimizer, batch, dtype)
             if i >= warmup:
                 times[name].append(time.perf_counter() - start)
     return {name: statistics.median(t) for name, t in times.items()}
@@ -148,7 +157,7 @@ def _config_dict(config) -> dict:
     return {k: getattr(config, k) for k in keep}
 
 
-def run_case(name: str, repeats: int, peak: float) -> dict:
+def run_case(name: str, repeats: int, peaks: dict, precisions: list[str]) -> dict:
     import torch
 
     import modeling
@@ -191,34 +200,37 @@ def run_case(name: str, repeats: int, peak: float) -> dict:
     padded = statistics.mean(b["input_ids"].numel() for b in batches)
     ours.train()
     stock.train()
-    pairs = {
+    sides = {
         "ours": (ours, torch.optim.AdamW(ours.parameters(), lr=1e-4, fused=True)),
         "stock": (stock, torch.optim.AdamW(stock.parameters(), lr=1e-4)),
     }
-    step = measure(pairs, batches, repeats)
-    # tokens/s counts real (non-padding) tokens for both; FLOPs count what each side computes
-    tok = {k: real / v for k, v in step.items()}
-    mfu = {
-        "ours": 3 * flops_ours * (real if name == "mrpc" else padded) / step["ours"] / (peak * 1e9),
-        "stock": 3 * flops_stock * padded / step["stock"] / (peak * 1e9),
-    }
-    dense_mfu_ours = 3 * flops_stock * padded / step["ours"] / (peak * 1e9)
-    result = {
-        "case": name,
-        "ours_tok_s": tok["ours"],
-        "stock_tok_s": tok["stock"],
-        "ratio": tok["ours"] / tok["stock"],
-        "ours_mfu": mfu["ours"],
-        "stock_mfu": mfu["stock"],
-        "ours_mfu_stock_flops": dense_mfu_ours,
-        "padding_share": 1 - real / padded,
-    }
-    print(
-        f"{name:5s} ours {tok['ours']:8.1f} tok/s | stock {tok['stock']:8.1f} tok/s | "
-        f"ratio {result['ratio']:.2f}x | MFU ours {mfu['ours']:.2f} (stock-FLOPs basis "
-        f"{dense_mfu_ours:.2f}) stock {mfu['stock']:.2f} | padding {result['padding_share']:.0%}",
-        flush=True,
-    )
+    dtypes = {"fp32": None, "bf16": torch.bfloat16}
+    order = [("ours", "bf16"), ("ours", "fp32"), ("stock", "fp32"), ("stock", "bf16")]
+    variants = {f"{side}-{p}": (*sides[side], dtypes[p]) for side, p in order if p in precisions}
+    step = measure(variants, batches, repeats)
+    # tokens/s counts real (non-padding) tokens for all; FLOPs count what each side computes
+    result = {"case": name, "padding_share": 1 - real / padded}
+    for v, seconds in step.items():
+        side, precision = v.split("-")
+        work = (
+            flops_ours * (real if name == "mrpc" else padded)
+            if side == "ours"
+            else (flops_stock * padded)
+        )
+        result[f"{v}_tok_s"] = real / seconds
+        result[f"{v}_mfu"] = 3 * work / seconds / (peaks[precision] * 1e9)
+    cells = " | ".join(f"{v} {result[f'{v}_tok_s']:8.1f}" for v in variants)
+    print(f"{name:5s} tok/s: {cells}", flush=True)
+    ratios = [("ours-bf16", "ours-fp32"), ("ours-bf16", "stock-fp32"), ("ours-fp32", "stock-fp32"),
+              ("stock-bf16", "stock-fp32"), ("ours-bf16", "stock-bf16")]  # fmt: skip
+    shown = []
+    for a, b in ratios:
+        if a in variants and b in variants:
+            result[f"{a}/{b}"] = result[f"{a}_tok_s"] / result[f"{b}_tok_s"]
+            shown.append(f"{a}/{b} {result[f'{a}/{b}']:.2f}x")
+    print(f"{'':5s} ratios: {' | '.join(shown)}", flush=True)
+    mfus = " | ".join(f"{v} {result[f'{v}_mfu']:.2f}" for v in variants)
+    print(f"{'':5s} MFU (own FLOPs, own-precision peak): {mfus}", flush=True)
     return result
 
 
@@ -233,19 +245,29 @@ def main():
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: all cores)"
     )
+    parser.add_argument(
+        "--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"]
+    )
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
+    from modeling.device import cpu_supports_bf16
+
     if args.threads:
         torch.set_num_threads(args.threads)
-    peak = gemm_peak_gflops()
+    precisions = list(args.precisions)
+    if "bf16" in precisions and not cpu_supports_bf16():
+        print("this CPU has no native bf16 (avx512_bf16 / amx_bf16): bf16 variants skipped")
+        precisions.remove("bf16")
+    peaks = {p: gemm_peak_gflops(dtype=torch.bfloat16 if p == "bf16" else None) for p in precisions}
     print(
-        f"GEMM peak (fp32 2048^3, {torch.get_num_threads()} threads): {peak:.1f} GFLOP/s",
+        f"GEMM peak (2048^3, {torch.get_num_threads()} threads): "
+        + ", ".join(f"{p} {v:.1f} GFLOP/s" for p, v in peaks.items()),
         flush=True,
     )
     for case in args.cases:
-        run_case(case, args.repeats, peak)
+        run_case(case, args.repeats, peaks, precisions)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ RESUME_FREE_FIELDS = frozenset({
     "output_dir", "overwrite_output_dir", "resume_from_checkpoint", "ignore_resume_mismatch",
     "save_steps", "save_total_limit", "max_time", "stop_at_step", "logging_steps", "eval_steps",
     "max_eval_samples", "per_device_eval_batch_size", "report_to", "run_name", "peak_flops",
-    "disable_tqdm", "dataloader_num_workers", "push_to_hub", "hub_model_id", "hub_private_repo",
+    "disable_tqdm", "dataloader_num_workers", "num_cpu_threads", "push_to_hub", "hub_model_id",
+    "hub_private_repo",
     "train_data",  # compared by content (data_signatures): moved data resumes exactly
 })  # fmt: skip
 # Fields even --ignore_resume_mismatch cannot change: the saved state would not fit.

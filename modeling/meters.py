@@ -146,9 +146,8 @@ def measure_peak_flops(device, dtype=None, size: int | None = None, repeats: int
 
 
 def _matmul_dtype(accelerator):
-    """The dtype the model's matmuls run in (mixed precision only on GPUs)."""
-    if accelerator.device.type != "cuda":
-        return torch.float32
+    """The dtype the model's matmuls run in (mixed precision: autocast on GPUs and CPUs, or
+    DeepSpeed's 16-bit weights), so MFU is against the peak of that precision."""
     return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(
         accelerator.mixed_precision, torch.float32
     )

@@ -13,6 +13,8 @@
 * ``optim``: parameter groups, AdamW / Google's AdamWeightDecay / LAMB, the schedules (shared
   with fine-tuning). Gradients are clipped to ``max_grad_norm`` (1.0).
 * ``meters``: losses, accuracies, tokens/s, MFU, curves.
+* ``device``: bf16 support of the CPU (fp32 fallback) and threads per CPU process.
+* ``zero``: DeepSpeed ZeRO launch checks, gathered ZeRO-3 weights, offloaded optimizer settings.
 * ``checkpointing``: ``output_dir/checkpoint-<step>/`` (``resume_from_checkpoint: latest``
   picks the newest complete one).
 * ``pretraining_card``: the final ``output_dir/model`` (a run that reached ``max_steps``) gets
@@ -45,7 +47,7 @@ from typing import Any
 
 import torch
 
-from . import atomic
+from . import atomic, zero
 from .checkpointing import (
     Checkpointer,
     check_data_signatures,
@@ -56,6 +58,7 @@ from .checkpointing import (
     read_trainer_state,
 )
 from .cli import UsageError
+from .device import cpu_mixed_precision, set_cpu_threads
 from .meters import (
     Meter,
     RunLog,
@@ -99,25 +102,42 @@ def _make_accelerator(args: PretrainingArguments, needs_unused: bool):
 
     trackers = [t for t in args.report_to if t != "none"]
     kwargs: dict[str, Any] = {}
-    if args.mixed_precision:
-        kwargs["mixed_precision"] = args.mixed_precision
+    cuda = torch.cuda.is_available()
+    precision = args.mixed_precision if cuda else cpu_mixed_precision(args.mixed_precision)
+    if precision:
+        kwargs["mixed_precision"] = precision
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if needs_unused else []
     # `accelerate launch` on a machine without GPUs starts WORLD_SIZE processes but each one
-    # stays single-process unless told to use the CPU: then they join one gloo group.
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
+    # stays single-process unless told to use the CPU (DDP) or given gloo (DeepSpeed, which
+    # `cpu=True` would silently drop): then they join one group.
+    if zero.deepspeed_requested():
+        handlers += zero.process_group_kwargs(cuda)
+    elif int(os.environ.get("WORLD_SIZE", "1")) > 1 and not cuda:
         kwargs["cpu"] = True
-    return Accelerator(
+    accelerator = Accelerator(
         log_with=trackers or None,
         project_dir=args.output_dir,
         kwargs_handlers=handlers,
         **kwargs,
     )
+    zero.check_launch(accelerator)
+    zero.check_offload(accelerator, args.optim)
+    threads = ""
+    if accelerator.device.type == "cpu":
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
+        count, why = set_cpu_threads(local, args.num_cpu_threads)
+        threads = f", {count} CPU threads each ({why})"
+    stage = zero.zero_stage(accelerator)
+    kind = f"DeepSpeed ZeRO-{stage}" if stage else str(accelerator.distributed_type).split(".")[-1]
+    accelerator.print(
+        f"{accelerator.num_processes} process(es), {kind}, {accelerator.device}, "
+        f"mixed precision {accelerator.mixed_precision}{threads}"
+    )
+    return accelerator
 
 
 def _is_deepspeed(accelerator) -> bool:
-    from accelerate.utils import DistributedType
-
-    return accelerator.distributed_type == DistributedType.DEEPSPEED
+    return zero.is_deepspeed(accelerator)
 
 
 def check_model_path(args: PretrainingArguments) -> None:
@@ -236,6 +256,19 @@ def build_training(args: PretrainingArguments, accelerator, phases: list[Phase],
             ds["gradient_clipping"] = args.max_grad_norm
     model, optimizer = accelerator.prepare(model, optimizer)
     accelerator.register_for_checkpointing(scheduler)
+    if zero.offload_device(accelerator) != "none":  # accelerate swapped in DeepSpeedCPUAdam
+        settings = zero.optimizer_settings(optimizer)
+        decays = [args.weight_decay, 0.0]  # optim.param_groups: decayed, then not
+        lost = zero.settings_lost(
+            settings, (args.adam_beta1, args.adam_beta2), args.adam_epsilon, decays
+        )
+        if lost:
+            raise UsageError(
+                f"DeepSpeed offload_optimizer: {settings['class']} does not use our {lost}"
+            )
+        accelerator.print(
+            f"offload_optimizer: {settings['class']} with our lr, betas, eps and weight decay"
+        )
     return model, optimizer, scheduler
 
 
@@ -473,6 +506,11 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
         "stop_reason": stop_reason or "max_steps",
         "train_seconds": seconds_before + time.perf_counter() - t_loop,
         "peak_flops_per_process": peak,
+        "distributed_type": str(accelerator.distributed_type).split(".")[-1],
+        "zero_stage": zero.zero_stage(accelerator),
+        "mixed_precision": accelerator.mixed_precision,
+        "cpu_threads": torch.get_num_threads() if accelerator.device.type == "cpu" else None,
+        "optimizer": zero.optimizer_settings(optimizer),
     }
     if eval_sets[0] is not None and accelerator.is_main_process:
         # the floor an MLM accuracy must beat: always answering the commonest masked token
@@ -489,7 +527,8 @@ def finish(args, accelerator, model, log: RunLog, results: dict, phases) -> dict
     from accelerate.utils import gather_object
 
     out_dir, step = Path(args.output_dir), results["step"]
-    fingerprints = gather_object([param_fingerprint(accelerator.unwrap_model(model))])
+    with zero.full_parameters(accelerator, model):  # ZeRO-3: the gathered weights
+        fingerprints = gather_object([param_fingerprint(accelerator.unwrap_model(model))])
     results.update(
         num_processes=accelerator.num_processes,
         param_fingerprints=fingerprints,

@@ -105,6 +105,13 @@ class PretrainingArguments:
     mixed_precision: str | None = field(
         default=None, metadata={"help": "no, bf16, fp16 (default: the accelerate config's)"}
     )
+    num_cpu_threads: int = field(
+        default=0,
+        metadata={
+            "help": "CPU threads per process (0 = OMP_NUM_THREADS if set, else cores / "
+            "processes; accelerate launch's default OMP_NUM_THREADS=1 is not taken)"
+        },
+    )
     seed: int = field(default=42, metadata={"help": "init, data order, masking, dropout"})
     dataloader_num_workers: int = field(default=0, metadata={"help": "collation workers"})
     # ---- checkpoints, budget

@@ -1,5 +1,5 @@
 """The accelerate launch configurations: each one parses with accelerate's own loader, and each
-DeepSpeed JSON is accepted by DeepSpeed's own config parser (ZeRO itself needs a GPU)."""
+DeepSpeed JSON is accepted by DeepSpeed's own config parser (ZeRO runs: tests/test_deepspeed.py)."""
 
 import json
 from pathlib import Path
@@ -10,6 +10,7 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "accelerate_configs"
 EXPECTED = {
     "cpu.yaml": ("MULTI_GPU", 2),
+    "cpu_single.yaml": ("NO", 1),
     "single_gpu.yaml": ("NO", 1),
     "multi_gpu.yaml": ("MULTI_GPU", 8),
     "deepspeed_zero1.yaml": ("DEEPSPEED", 8),
@@ -31,7 +32,7 @@ def test_accelerate_parses_config(name):
     kind, processes = EXPECTED[name]
     assert str(cfg.distributed_type).split(".")[-1] == kind
     assert cfg.num_processes == processes
-    if name == "cpu.yaml":
+    if name.startswith("cpu"):
         # MULTI_CPU or --cpu would start a single process; MULTI_GPU + use_cpu gives gloo DDP
         assert cfg.use_cpu is True
     if name == "multi_node.yaml":
