@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import statistics
 from pathlib import Path
 
@@ -46,13 +47,13 @@ tasks:
     script: scripts/run_glue.py
     metric: accuracy
     args: [--task_name, sst2, --data_dir, "{{world}}/task", --max_seq_length, "32"]
-    hparams: {{per_device_train_batch_size: 16, num_train_epochs: 1, save_model: false,
+    hparams: {{per_device_train_batch_size: 16, num_train_epochs: 1,
               disable_tqdm: true}}
   danger-cola:
     script: scripts/run_glue.py
     metric: matthews_correlation
     args: [--task_name, cola, --data_dir, "{{world}}/cola", --max_seq_length, "32"]
-    hparams: {{per_device_train_batch_size: 16, num_train_epochs: 1, save_model: false,
+    hparams: {{per_device_train_batch_size: 16, num_train_epochs: 1,
               disable_tqdm: true}}
 """
 
@@ -190,9 +191,22 @@ def test_miniature_resumes_without_rerunning(mini_study):
     run_suite(suite, in_process=True, echo=echoed.append)
     assert not [e for e in echoed if "running" in e]
     assert json.loads((victim / "cell.json").read_text())["value"] == result["records"][0]["value"]
-    # killed early (no result, no checkpoint): that cell alone reruns from scratch
+    # killed after its last checkpoint, before the results: continues from that checkpoint
+    # (no training step left) and evaluates the same weights
+    checkpoints = sorted(victim.glob("checkpoint-*"))
+    assert checkpoints, sorted(p.name for p in victim.iterdir())
     for f in victim.iterdir():
-        f.unlink()
+        if f.is_file():
+            f.unlink()
+    echoed.clear()
+    run_suite(suite, in_process=True, echo=echoed.append)
+    assert len([e for e in echoed if "running" in e]) == 1
+    record = json.loads((victim / "cell.json").read_text())
+    assert record["command"].endswith(f"--resume_from_checkpoint {checkpoints[-1]}")
+    assert record["value"] == result["records"][0]["value"]
+    # killed early (no result, no checkpoint): that cell alone reruns from scratch
+    shutil.rmtree(victim)
+    victim.mkdir()
     (victim / "junk.bin").write_bytes(b"\x00\xff" * 10)
     echoed.clear()
     run_suite(suite, in_process=True, echo=echoed.append)
@@ -212,13 +226,23 @@ def test_resume_flags_for_checkpointed_cells_and_stages(tmp_path):
         (cell.output_dir / f"checkpoint-{step}").mkdir(parents=True)
     cmd = cell_command(cell)
     assert cmd[-2:] == ["--resume_from_checkpoint", str(cell.output_dir / "checkpoint-10")]
+    assert cmd[cmd.index("--do_train") + 1] == "true" and cmd[cmd.index("--do_eval") + 1] == "true"
+    assert "--overwrite_output_dir" not in cmd
     assert cmd[cmd.index("--learning_rate") + 1] == "0.0001"
     assert cmd[cmd.index("--seed") + 1] == "1"
     stage = suite.stages[1]
     assert stage.name == "pretrain"
     assert "--resume_from_checkpoint" not in stage_command(stage, check=False)
+    assert "--overwrite_output_dir" not in stage_command(stage, check=False)
+    # killed before its first checkpoint: the dead run is replaced, never resumed
+    Path(stage.resume).mkdir(parents=True)
+    (Path(stage.resume) / "log.jsonl").write_text("{}\n")
+    cmd = stage_command(stage, check=False)
+    assert cmd[-1] == "--overwrite_output_dir" and "--resume_from_checkpoint" not in cmd
     (Path(stage.resume) / "checkpoint-0000100").mkdir(parents=True)
-    assert stage_command(stage, check=False)[-2:] == ["--resume_from_checkpoint", "latest"]
+    cmd = stage_command(stage, check=False)
+    assert cmd[-2:] == ["--resume_from_checkpoint", "latest"]
+    assert "--overwrite_output_dir" not in cmd
 
 
 def test_read_metric_formats(tmp_path):
@@ -234,15 +258,12 @@ def test_read_metric_formats(tmp_path):
     assert read_metric(new, "accuracy") == 91.25
     new2 = folder("new2", {"eval_results.json": {"eval_exact_match": 40.0, "eval_f1": 52.5}})
     assert read_metric(new2, "exact_match") == 40.0 and read_metric(new2, "f1") == 52.5
-    # this project's older layouts
-    glue = folder("glue", {"eval_results.json": {"f1": 0.8125, "accuracy": 0.75, "score": 0.78}})
-    assert read_metric(glue, "f1") == pytest.approx(81.25)
-    ner = folder("ner", {"eval_results.json": {"dev": {"f1": 66.8}, "train": {"train_runtime": 3}}})
-    assert read_metric(ner, "f1") == 66.8
-    squad = folder("squad", {"all_results.json": {"exact": 32.1, "f1": 45.8}})
-    assert read_metric(squad, "exact_match") == 32.1 and read_metric(squad, "f1") == 45.8
+    # only the flat eval_ keys count: a bare or nested metric is not this contract's
+    old = folder("old", {"eval_results.json": {"f1": 81.25, "dev": {"f1": 66.8}}})
+    with pytest.raises(MetricNotFound, match="eval_f1"):
+        read_metric(old, "f1")
     with pytest.raises(MetricNotFound, match="matthews_correlation"):
-        read_metric(glue, "matthews_correlation")
+        read_metric(new, "matthews_correlation")
     broken = folder("broken", {})
     (broken / "eval_results.json").write_bytes(b"\x00\xff{not json")
     with pytest.raises(MetricNotFound):

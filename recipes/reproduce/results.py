@@ -1,11 +1,8 @@
 """Reading a run's metric, and writing a study's results.json, RESULTS.md and PNG.
 
-:func:`read_metric` is the one place that knows what the fine-tuning scripts write. It reads
-transformers' layout first (``all_results.json`` / ``eval_results.json`` with flat
-``eval_<metric>`` keys in percent) and falls back to the older layouts of this project's
-scripts: GLUE's ``eval_results.json`` with bare metric names as fractions, NER's
-``eval_results.json`` with a ``dev`` section in percent, SQuAD's ``all_results.json`` with bare
-``exact``/``f1`` in percent. Every value it returns is in percent.
+:func:`read_metric` is the one place that knows what the fine-tuning scripts write: transformers'
+layout, ``all_results.json`` / ``eval_results.json`` with flat ``eval_<metric>`` keys, which this
+project's scripts write in percent.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from typing import Any
 
 RESULT_FILES = ("all_results.json", "eval_results.json")
 ALIASES = {"exact_match": ("exact_match", "exact"), "exact": ("exact", "exact_match")}
-RUNTIME_KEYS = ("train_runtime", "train_seconds")
 
 
 class MetricNotFound(LookupError):
@@ -40,43 +36,26 @@ def _number(value: Any) -> float | None:
 
 
 def read_metric(output_dir: str | Path, metric: str) -> float:
-    """``metric`` of the run in ``output_dir``, in percent; :class:`MetricNotFound` if absent."""
+    """``eval_<metric>`` of the run in ``output_dir``, in percent; :class:`MetricNotFound` if
+    absent (not run yet, killed before the end, or an unreadable file)."""
     out = Path(output_dir)
     names = ALIASES.get(metric, (metric,))
-    files = {name: _load(out / name) for name in RESULT_FILES}
-    # transformers' layout: eval_<metric>, already in percent
-    for data in files.values():
+    for file in RESULT_FILES:
+        data = _load(out / file) or {}
         for name in names:
-            if data is not None and _number(data.get(f"eval_{name}")) is not None:
-                return _number(data[f"eval_{name}"])
-    legacy = files["eval_results.json"]
-    if legacy is not None:
-        dev = legacy.get("dev")
-        if isinstance(dev, dict):  # NER: {"dev": {"f1": percent, ...}, "train": ...}
-            for name in names:
-                if _number(dev.get(name)) is not None:
-                    return _number(dev[name])
-        if "score" in legacy:  # GLUE: bare metric names, fractions
-            for name in names:
-                if _number(legacy.get(name)) is not None:
-                    return 100.0 * _number(legacy[name])
-    squad = files["all_results.json"]
-    if squad is not None:  # SQuAD: bare exact/f1, percent
-        for name in names:
-            if _number(squad.get(name)) is not None:
-                return _number(squad[name])
-    raise MetricNotFound(f"{out}: no {metric!r} in {' or '.join(RESULT_FILES)}")
+            value = _number(data.get(f"eval_{name}"))
+            if value is not None:
+                return value
+    raise MetricNotFound(f"{out}: no eval_{metric} in {' or '.join(RESULT_FILES)}")
 
 
 def read_train_runtime(output_dir: str | Path) -> float | None:
-    """Training seconds as the script reports them (None when it does not)."""
+    """``train_runtime`` as the script reports it (None when it does not)."""
     out = Path(output_dir)
-    for name in ("all_results.json", "train_results.json", "eval_results.json"):
-        data = _load(out / name) or {}
-        for section in (data, data.get("train") if isinstance(data.get("train"), dict) else {}):
-            for key in RUNTIME_KEYS:
-                if _number(section.get(key)) is not None:
-                    return _number(section[key])
+    for file in ("all_results.json", "train_results.json"):
+        value = _number((_load(out / file) or {}).get("train_runtime"))
+        if value is not None:
+            return value
     return None
 
 

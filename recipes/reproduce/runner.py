@@ -5,7 +5,8 @@ Each step calls the script a user would call (``scripts/pretrain.py``, ``scripts
 stopped when rerun with the same command:
 
 * a stage is done when its ``done`` file exists; otherwise it reruns, with
-  ``--resume_from_checkpoint latest`` when its ``resume`` folder holds ``checkpoint-*`` folders;
+  ``--resume_from_checkpoint latest`` when its ``resume`` folder holds ``checkpoint-*`` folders
+  (``--overwrite_output_dir`` when it holds a killed run's files and no checkpoint);
 * a cell is done when its ``cell.json`` exists (written after the script's metric was read);
   a cell folder with ``checkpoint-*`` folders restarts from the newest one
   (``--resume_from_checkpoint``); one with neither is a dead start and is cleared.
@@ -114,15 +115,25 @@ def _checkpoints(folder: Path) -> list[Path]:
 
 
 def stage_command(stage: Stage, check: bool = True) -> list[str]:
+    """The stage's command; a stage with a ``resume`` folder continues the run in it
+    (``--resume_from_checkpoint latest``) or, when a killed run left no checkpoint there,
+    replaces it (``--overwrite_output_dir``: the pretraining script refuses it otherwise)."""
     cmd = _expand(stage.command, f"stage {stage.name}", check)
-    if stage.resume and _checkpoints(Path(stage.resume)):
-        cmd += ["--resume_from_checkpoint", "latest"]
+    if stage.resume:
+        folder = Path(stage.resume)
+        if _checkpoints(folder):
+            cmd += ["--resume_from_checkpoint", "latest"]
+        elif folder.is_dir() and any(folder.iterdir()):
+            cmd += ["--overwrite_output_dir"]
     return cmd
 
 
 def cell_command(cell: Cell) -> list[str]:
+    """Train, then evaluate on dev (the metric the study reads), into the cell's folder;
+    continue from its newest checkpoint when a killed run left one."""
     cmd = [cell.task.script, *cell.task.args]
     cmd += ["--model_name_or_path", cell.init_path, "--output_dir", str(cell.output_dir)]
+    cmd += ["--do_train", "true", "--do_eval", "true"]
     cmd += _flags(cell.hparams())
     found = _checkpoints(cell.output_dir)
     if found:
