@@ -114,6 +114,13 @@ def _make_accelerator(args: PretrainingArguments, needs_unused: bool):
         handlers += zero.process_group_kwargs(cuda)
     elif int(os.environ.get("WORLD_SIZE", "1")) > 1 and not cuda:
         kwargs["cpu"] = True
+    # A run owns its precision and plugins: a process that ran pretrain() before (a notebook,
+    # the reproduction runner in process, tests) keeps accelerate's state singleton, which would
+    # refuse this run's settings. The process group (PartialState) is kept.
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state()
+    GradientState._reset_state()
     accelerator = Accelerator(
         log_with=trackers or None,
         project_dir=args.output_dir,
