@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from tiny_pretrain import TINY_MODEL_RUN
 
 from modeling.cli import UsageError
 
@@ -27,18 +28,7 @@ PY = sys.executable
 STEPS = 10
 
 RECIPE = dict(
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=128,
-    logging_steps=1,
-    eval_steps=0,
-    max_eval_samples=16,
-    per_device_eval_batch_size=8,
-    disable_tqdm=True,
-    save_steps=0,
-    peak_flops=1e9,
+    TINY_MODEL_RUN,
     learning_rate=1e-2,
     warmup_steps=2,
     max_steps=STEPS,

@@ -11,24 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_pretrain import TINY_MODEL_RUN
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "recipes" / "bert-tiny" / "corpus.txt"
 PY = sys.executable
 
 TINY = dict(
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=128,
-    logging_steps=1,
-    eval_steps=0,
-    max_eval_samples=16,
-    per_device_eval_batch_size=8,
-    disable_tqdm=True,
-    save_steps=0,
-    peak_flops=1e9,
+    TINY_MODEL_RUN,
     learning_rate=2e-3,
     warmup_steps=2,
 )

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from stock_env import run_stock
+from tiny_pretrain import TINY_MODEL_RUN
 from transformers import AutoTokenizer
 
 from modeling.tokenizer_folder import save_tokenizer
@@ -41,18 +42,7 @@ EXTRA_TEXTS = [
     "A [SEP] inside text, tabs\tand  spaces, numbers 3.14159 and e-mail a.b@c.org",
 ]
 TINY_RUN = dict(
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=128,
-    logging_steps=1,
-    eval_steps=0,
-    max_eval_samples=16,
-    per_device_eval_batch_size=8,
-    disable_tqdm=True,
-    save_steps=0,
-    peak_flops=1e9,
+    TINY_MODEL_RUN,
     max_seq_length=[64],
     num_validation_docs=2,
     max_steps=2,
