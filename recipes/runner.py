@@ -322,7 +322,7 @@ class Task:
         return {}
 
     def trainer_class(self):
-        from transformers import Trainer
+        from .trainer import Trainer
 
         return Trainer
 

@@ -356,3 +356,35 @@ def test_grid_cell_interrupted_then_resumed(tmp_path, tiny, rte, monkeypatch):
         assert got["eval_accuracy"] == pytest.approx(want["eval_accuracy"])
         assert got["eval_loss"] == pytest.approx(want["eval_loss"], abs=1e-6)
     assert json.loads((out / "grid_results.json").read_text())["chosen_run"]["seed"] == 42
+
+
+def test_evaluation_keeps_dataset_order_when_training_groups_by_length(tmp_path):
+    """transformers 5 length-groups the *evaluation* batches too under ``--train_sampling_strategy
+    group_by_length``, which scrambles every prediction mapped back by position (NER words, SQuAD
+    answers, GLUE submission rows). Every recipe's trainer evaluates in dataset order."""
+    from types import SimpleNamespace
+
+    import transformers
+    from datasets import Dataset
+
+    from recipes.glue.recipe import GlueRecipe
+    from recipes.ner.recipe import NerRecipe
+    from recipes.squad.recipe import SquadRecipe
+    from recipes.swag import SwagRecipe
+    from recipes.trainer import Trainer
+
+    lengths = [(i * 37) % 23 + 1 for i in range(200)]
+    ds = Dataset.from_dict({"input_ids": [[1] * n for n in lengths]})
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path),
+        train_sampling_strategy="group_by_length",
+        per_device_eval_batch_size=8,
+        report_to=[],
+    )
+    fake = SimpleNamespace(args=args, processing_class=None)
+    in_order = list(range(len(ds)))
+    assert list(transformers.Trainer._get_eval_sampler(fake, ds)) != in_order  # the trap
+    for recipe in (GlueRecipe, NerRecipe, SquadRecipe, SwagRecipe):
+        cls = recipe().trainer_class()
+        assert issubclass(cls, Trainer), recipe
+        assert list(cls._get_eval_sampler(fake, ds)) == in_order, recipe

@@ -15,9 +15,9 @@ import math
 import time
 from pathlib import Path
 
-from transformers import Trainer
 from transformers.trainer_utils import speed_metrics
 
+from ..trainer import Trainer
 from .features import MODEL_COLUMNS, decode_predictions, write_conll_predictions
 from .metrics import conlleval, format_report
 

@@ -18,9 +18,9 @@ import math
 import time
 from pathlib import Path
 
-from transformers import Trainer
 from transformers.trainer_utils import speed_metrics
 
+from ..trainer import Trainer
 from . import postprocess as pp
 
 BOOKKEEPING = ("example_id", "doc_span_index", "offset_mapping", "max_context")
