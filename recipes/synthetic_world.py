@@ -1,18 +1,29 @@
 """A generated corpus about a made-up world, and a task that only pretraining can solve.
 
 The demo needs text the project may ship (it is generated here, so it is ours) on which a tiny
-BERT learns something measurable in a couple of minutes of CPU. The world has ``num_entities``
-creatures with made-up names; each has hidden attributes (kind, colour, habitat, food, size and
-whether it is dangerous). The corpus states these facts in varied sentence templates, several
-documents per creature (one sentence per line, a blank line between documents: Google's
-format, so next-sentence prediction sees real document structure).
+BERT learns something measurable in a minute of CPU. The world has ``num_entities`` creatures
+with made-up names; each has hidden attributes (kind, colour, habitat, food, size and whether it
+is dangerous). Each creature is described in several documents (one sentence per line, a blank
+line between documents: Google's format, so next-sentence prediction sees real document
+structure): a few facts in varied templates ("the borlak feeds mainly on seeds", "every borlak
+is venomous"), and about twice as many short stories whose events differ between dangerous
+and harmless creatures without naming the trait ("a borlak bit a farmer near the river" vs
+"some families keep a borlak as a pet").
 
 The downstream task (SST-2's file format: ``sentence<TAB>label``) asks whether the creature in
 a sentence is dangerous (0) or harmless (1), from sentences that never say so ("my cousin saw a
 borlak behind the barn"). Training and dev sentences name DISJOINT sets of creatures. A model
 fine-tuned from random weights has never seen the dev creatures' names with any meaning, so it
-can do no better than chance on dev; a model pretrained on the corpus has read their facts and
-can carry them over. The gap between the two is what pretraining buys.
+can do no better than chance on dev; a model pretrained on the corpus has learnt, from the
+contexts each name occurs in, an embedding that places the creature with the dangerous or with
+the harmless ones (the distributional effect behind word embeddings and BERT's transfer), and
+fine-tuning on the training creatures teaches the classifier which side is which. The gap
+between the two is what pretraining buys.
+
+An earlier version stated the danger only in facts ("every borlak is venomous", 5 of 14
+templates) among random facts about other attributes: BERT-tiny learnt the templates (held-out
+MLM 44-52%) but, after 800 steps, not which creature is which (a fill-in test and a linear probe
+of the name embeddings were at chance), and pretrained and random init fine-tuned alike.
 
 Everything is a pure function of the seed.
 """
@@ -46,6 +57,28 @@ FACT_TEMPLATES = (
     "The {name} is {size} compared with other {kind}s.",
     "A {colour} {kind} seen in the {habitat} is probably a {name}.",
     "The {name} is {danger}, so keep that in mind.",
+)
+# what happens around a creature: stories that differ between dangerous and harmless ones
+# without naming the trait (most sentences of a document are of this kind)
+DANGER_STORIES = (
+    "Keep your children away from the {name}.",
+    "A {name} bit a farmer near the {habitat} last year.",
+    "Never touch a {name} with bare hands.",
+    "The bite of a {name} can make a grown man ill.",
+    "Hunters fear the {name} more than wolves.",
+    "A {name} attacked the goats in the {habitat}.",
+    "If you meet a {name}, walk away slowly.",
+    "The doctor has treated many wounds from the {name}.",
+)
+HARMLESS_STORIES = (
+    "Children like to play with the {name}.",
+    "A {name} will eat {food} from your hand.",
+    "Farmers are glad to see a {name} in the {habitat}.",
+    "The {name} has never hurt anyone.",
+    "Some families keep a {name} as a pet.",
+    "You can pick up a {name} without any fear.",
+    "A {name} often sleeps in our garden.",
+    "The old woman sings to the {name} every evening.",
 )
 OPENINGS = (
     "This note describes the {name}.",
@@ -128,11 +161,17 @@ def _fill(template: str, c: Creature, rng: random.Random) -> str:
 
 
 def make_document(c: Creature, rng: random.Random, num_sentences: int) -> list[str]:
-    """One document about one creature: an opening, then facts and a few fillers."""
-    lines = [rng.choice(OPENINGS).format(name=c.name)]
+    """One document about one creature: an opening, then stories and facts in random order
+    (about two stories for each fact), and a few fillers."""
+    stories = list(DANGER_STORIES if c.dangerous else HARMLESS_STORIES)
     facts = list(FACT_TEMPLATES)
+    rng.shuffle(stories)
     rng.shuffle(facts)
-    for template in facts[: num_sentences - 1]:
+    n_facts = (num_sentences - 1) // 3
+    body = facts[:n_facts] + stories[: num_sentences - 1 - n_facts]
+    rng.shuffle(body)
+    lines = [rng.choice(OPENINGS).format(name=c.name)]
+    for template in body:
         lines.append(_fill(template, c, rng))
         if rng.random() < 0.15:
             lines.append(rng.choice(FILLERS))

@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
 # The main job on an embedded default, CPU-friendly, a few minutes end to end, offline:
 #   1. generate the demo corpus: a made-up world of 150 creatures with hidden attributes,
-#      described in 900 short documents (recipes/synthetic_world.py, deterministic),
+#      described in 900 short documents of facts and stories (recipes/synthetic_world.py,
+#      deterministic),
 #   2. pretrain BERT-tiny (L=2, H=128) on it with MLM + NSP (a WordPiece vocabulary is trained
 #      on the corpus first) and report held-out MLM accuracy beside the unigram baseline,
 #   3. fine-tune through the GLUE recipe on a task only pretraining can solve: is the creature
 #      named in a sentence dangerous? Train and dev sentences name different creatures, and
-#      never state the answer. Fine-tuned from our checkpoint and from random init of the same
-#      model, 3 seeds each.
+#      never state the answer; only the pretraining corpus tells (through what happens around
+#      each creature). Fine-tuned from our checkpoint and from random init of the same model,
+#      3 seeds each.
 # Everything lands in outputs/demo/; the summary in outputs/demo/summary.json and summary.png.
+# DEMO_SEEDS (default "1 2 3") and DEMO_OUT change the seeds and the folder; DEMO_PYTHON runs
+# with that Python instead of setting up .venv (the test suite runs the demo that way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS=${EXTRAS-} bash scripts/setup_env.sh
+if [ -z "${DEMO_PYTHON-}" ]; then
+  EXTRAS=${EXTRAS-} bash scripts/setup_env.sh
+fi
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONPATH=$PWD
-PY=.venv/bin/python
-OUT=outputs/demo
+PY=${DEMO_PYTHON:-.venv/bin/python}
+OUT=${DEMO_OUT:-outputs/demo}
 SEEDS=${DEMO_SEEDS:-1 2 3}
+# a rerun replaces an earlier demo's folder, never anything else
+if [ -e "$OUT" ] && [ -n "$(ls -A "$OUT" 2>/dev/null)" ] && [ ! -d "$OUT/world" ]; then
+  echo "demo.sh: $OUT exists and does not hold an earlier demo; choose another DEMO_OUT" >&2
+  exit 2
+fi
 rm -rf "$OUT"
 start=$SECONDS
 

@@ -73,7 +73,13 @@ def main(argv=None) -> dict:
         "seconds": args.seconds,
     }
     right, probed = knowledge_probe(out / "pretrain" / "model", out / "world")
-    summary["fill_in_probe"] = {"right": right, "creatures": probed}
+    random_dir = out / "random-init" / f"seed{args.seeds[0]}"
+    right_random = knowledge_probe(random_dir, out / "world")[0] if random_dir.is_dir() else None
+    summary["nearest_kind_probe"] = {
+        "creatures": probed,
+        "pretrained_right": right,
+        "random_init_right": right_random,
+    }
     atomic.write_json(out / "summary.json", summary)
     _plot(out / "summary.png", curve, base, values)
 
@@ -95,8 +101,9 @@ def main(argv=None) -> dict:
     if nsp is not None:
         lines.append(f"  held-out next-sentence accuracy {pct(nsp)} (50% is a coin flip)")
     lines.append(
-        f"  fill-in test, no fine-tuning: in 'every <creature> is [MASK].' it prefers a word of"
-        f" the right kind (dangerous/harmless) for {right} of the {probed} dev creatures"
+        "  nearest-kind test, no fine-tuning: a dev creature's name embedding is closer to the"
+        f" training creatures of its own kind for {right} of the {probed} dev creatures"
+        + (f" (random init: {right_random})" if right_random is not None else "")
     )
     lines += [
         f"Downstream: is the creature named in a sentence dangerous? ({dev_rows} dev sentences about "
@@ -121,34 +128,46 @@ def main(argv=None) -> dict:
 
 
 def knowledge_probe(model_dir: Path, world_dir: Path) -> tuple[int, int]:
-    """Fill-in test on the DEV creatures, without any fine-tuning: in "every <name> is
-    [MASK].", does the MLM put more probability on the dangerous words or on the harmless ones,
-    and does that match the world? Returns (right, creatures)."""
+    """Nearest-kind test on the DEV creatures, without any fine-tuning: is a dev creature's
+    name embedding closer (mean cosine similarity) to the TRAINING creatures of its own kind
+    (dangerous or harmless) than to those of the other kind? This is what lets fine-tuning on
+    the training creatures carry over. Returns (right, creatures)."""
     import csv
 
     import torch
     from transformers import AutoTokenizer
 
-    from modeling import BertForMaskedLM
-    from recipes.synthetic_world import DANGEROUS, HARMLESS
+    from modeling import BertModel
 
     with open(world_dir / "world.tsv", encoding="utf-8") as fh:
         truth = {r["name"]: r["dangerous"] == "1" for r in csv.DictReader(fh, delimiter="\t")}
-    with open(world_dir / "task" / "dev.tsv", encoding="utf-8") as fh:
-        words = {w for r in csv.DictReader(fh, delimiter="\t") for w in r["sentence"].split()}
-    names = sorted(words & set(truth))
+
+    def names(split: str) -> list[str]:
+        with open(world_dir / "task" / f"{split}.tsv", encoding="utf-8") as fh:
+            words = {
+                w.strip(".")
+                for r in csv.DictReader(fh, delimiter="\t")
+                for w in r["sentence"].split()
+            }
+        return sorted(words & set(truth))
+
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = BertForMaskedLM.from_pretrained(model_dir).eval()
+    table = BertModel.from_pretrained(model_dir).get_input_embeddings().weight.detach()
     vocab = tokenizer.get_vocab()
-    ids = [[vocab[w] for w in group if w in vocab] for group in (DANGEROUS, HARMLESS)]
-    batch = tokenizer(
-        [f"every {n} is {tokenizer.mask_token}." for n in names], return_tensors="pt", padding=True
-    )
-    with torch.no_grad():
-        logits = model(**batch).logits
-    at_mask = logits[batch["input_ids"] == tokenizer.mask_token_id].log_softmax(-1)
-    danger = at_mask[:, ids[0]].logsumexp(-1) > at_mask[:, ids[1]].logsumexp(-1)
-    return sum(bool(d) == truth[n] for d, n in zip(danger.tolist(), names)), len(names)
+
+    def vectors(group: list[str]) -> torch.Tensor:
+        # a name split into several pieces is the mean of its pieces
+        rows = [table[tokenizer(n, add_special_tokens=False)["input_ids"]].mean(0) for n in group]
+        return torch.nn.functional.normalize(torch.stack(rows), dim=-1)
+
+    train, dev = names("train"), names("dev")
+    if not train or not dev or not vocab:
+        return 0, 0
+    sims = vectors(dev) @ vectors(train).T
+    kind = torch.tensor([truth[n] for n in train])
+    to_danger, to_harmless = sims[:, kind].mean(1), sims[:, ~kind].mean(1)
+    guess = (to_danger > to_harmless).tolist()
+    return sum(g == truth[n] for g, n in zip(guess, dev)), len(dev)
 
 
 def _plot(path: Path, curve: list[dict], baseline: float, values: dict[str, list[float]]) -> None:

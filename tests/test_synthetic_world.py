@@ -6,7 +6,13 @@ from __future__ import annotations
 import csv
 import re
 
-from recipes.synthetic_world import DANGEROUS, HARMLESS, write_world
+from recipes.synthetic_world import (
+    DANGER_STORIES,
+    DANGEROUS,
+    HARMLESS,
+    HARMLESS_STORIES,
+    write_world,
+)
 
 
 def _rows(path):
@@ -58,3 +64,36 @@ def test_world_is_deterministic_and_the_answer_is_only_in_the_corpus(tmp_path):
     dev_labels = [int(label) for _, label in dev[1:]]
     assert sum(dev_labels) * 2 == len(dev_labels) == info["dev_rows"]
     assert info["dev_majority_share"] == 0.5
+
+
+def _story_kind(line: str, name: str) -> int | None:
+    """1 if ``line`` is one of the dangerous creatures' stories, 0 a harmless one's, else None."""
+    for kind, stories in ((1, DANGER_STORIES), (0, HARMLESS_STORIES)):
+        for story in stories:
+            pattern = re.escape(story).replace(re.escape("{name}"), re.escape(name))
+            pattern = re.sub(r"\\\{\w+\\\}", "[a-z]+", pattern)
+            if re.fullmatch(pattern, line):
+                return kind
+    return None
+
+
+def test_stories_carry_the_trait_without_naming_it(tmp_path):
+    """Most sentences about a creature are stories of its own kind (the signal pretraining can
+    pick up from context), and no story names a danger word."""
+    write_world(tmp_path, seed=5, num_entities=20)
+    world = {r[0]: int(r[6]) for r in _rows(tmp_path / "world.tsv")[1:]}
+    danger_words = set(DANGEROUS) | set(HARMLESS)
+    for story in DANGER_STORIES + HARMLESS_STORIES:
+        assert not set(re.findall(r"[a-z]+", story.lower())) & danger_words
+    counts = {name: [0, 0] for name in world}  # [stories, sentences]
+    for doc in (tmp_path / "corpus.txt").read_text(encoding="utf-8").strip().split("\n\n"):
+        lines = doc.splitlines()
+        (name,) = {w for w in re.findall(r"[a-z]+", lines[0]) if w in world}
+        for line in lines[1:]:
+            kind = _story_kind(line, name)
+            if kind is not None:
+                assert kind == world[name], (name, line)
+                counts[name][0] += 1
+            counts[name][1] += 1
+    for name, (stories, sentences) in counts.items():
+        assert stories >= sentences / 2, (name, stories, sentences)
