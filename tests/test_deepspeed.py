@@ -219,7 +219,7 @@ def test_zero_stages_compute_the_same_losses(full_runs):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", [2, 3])
+@pytest.mark.parametrize("stage", [1, 2, 3])
 def test_zero_stop_and_resume_equals_uninterrupted(full_runs, ds_data, tmp_path, stage):
     config = REPO / "accelerate_configs" / f"deepspeed_zero{stage}.yaml"
     _ok(_launch(config, ds_data, tmp_path, "--stop_at_step", "5"))
