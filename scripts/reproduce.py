@@ -31,6 +31,12 @@ def main(argv=None) -> dict:
         "--dry_run", action="store_true", help="print every stage and cell with its command"
     )
     parser.add_argument(
+        "--report",
+        action="store_true",
+        help="run nothing: write results.json, RESULTS.md and the PNG from the runs finished so "
+        "far (safe beside a running study)",
+    )
+    parser.add_argument(
         "--in_process", action="store_true", help="run the scripts in this process (tests)"
     )
     args = parser.parse_args(argv)
@@ -45,7 +51,9 @@ def main(argv=None) -> dict:
 
     try:
         suite = load_suite(args.suite, overrides, args.output_dir)
-        return run_suite(suite, dry_run=args.dry_run, in_process=args.in_process)
+        return run_suite(
+            suite, dry_run=args.dry_run, in_process=args.in_process, report_only=args.report
+        )
     except (SuiteError, RunnerError) as err:
         raise UsageError(str(err)) from None
 

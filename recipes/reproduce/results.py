@@ -118,9 +118,11 @@ def write_results_md(
     stages: dict[str, dict],
     commands: list[str],
     pretraining: dict | None = None,
+    partial: bool = False,
 ) -> str:
     """The study's table (median +- std over seeds per task and init, references beside) and how
-    it was made. Returns the text."""
+    it was made; ``partial``: the study has not finished (a report of the runs done so far).
+    Returns the text."""
     from modeling import atomic
 
     summary = summarise(records)
@@ -128,6 +130,12 @@ def write_results_md(
     lines = [f"# Reproduction suite `{suite.name}`", ""]
     if suite.description:
         lines += [suite.description.strip(), ""]
+    if partial:
+        lines += [
+            f"**Partial results: the study has not finished** ({len(records)} runs done so far; "
+            "a cell shows once its learning-rate grid has run; rerun the command to continue).",
+            "",
+        ]
     chosen = "median over the grid seeds" if suite.selection == "median" else "best run"
     lines += [
         f"Values in percent on the dev sets: median ± std over seeds (n = runs), learning rate "
@@ -161,7 +169,7 @@ def write_results_md(
         lines.append("| " + " | ".join(row) + " |")
     if pretraining:
         lines += ["", "## Pretraining", ""]
-        lines += [f"- {k}: {v}" for k, v in pretraining.items()]
+        lines += [f"- {k}: {_fmt_pretraining(k, v)}" for k, v in pretraining.items()]
     if stages:
         lines += ["", "## Time per stage", "", "| stage | seconds | runs |", "|---|---|---|"]
         for name, info in stages.items():
@@ -170,6 +178,18 @@ def write_results_md(
     text = "\n".join(lines)
     atomic.write_text(Path(path), text)
     return text
+
+
+def _fmt_pretraining(key: str, value) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return str(value)
+    if key.endswith(("accuracy", "baseline")):
+        return f"{100 * value:.1f}%"
+    if key.startswith("tokens"):
+        return f"{value / 1e6:.1f} M"
+    if key.endswith("seconds"):
+        return f"{value:,.0f} s ({value / 60:.0f} min)"
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
 
 
 def write_plot(

@@ -142,8 +142,11 @@ def cell_command(cell: Cell) -> list[str]:
 
 
 def printable(cmd: list[str]) -> str:
+    """The command as a user types it: ``python`` before a script, paths inside the working
+    directory relative to it (so tables do not carry one machine's folders)."""
+    here = os.getcwd().rstrip("/") + "/"
     shown = ["python", *cmd] if cmd and cmd[0].endswith(".py") else cmd
-    return " ".join(shlex.quote(a) for a in shown)
+    return " ".join(shlex.quote(a.replace(here, "")) for a in shown)
 
 
 def execute(cmd: list[str], log_path: Path, in_process: bool) -> float:
@@ -438,26 +441,50 @@ def pretraining_curve(run_dir: str | Path) -> tuple[list[dict], dict]:
 # --------------------------------------------------------------------------------------------
 
 
-def run_suite(suite: Suite, dry_run: bool = False, in_process: bool = False, echo=print) -> dict:
+def run_suite(
+    suite: Suite,
+    dry_run: bool = False,
+    in_process: bool = False,
+    echo=print,
+    report_only: bool = False,
+) -> dict:
     """Run (or, with ``dry_run``, print) the whole study; write results.json, RESULTS.md and
-    results.png into the suite's output folder. Returns paths and records."""
-    study = Study(suite, in_process=in_process, echo=echo)
+    results.png into the suite's output folder. ``report_only``: run nothing, write the three
+    files from the runs finished so far (safe beside a study that is running). Returns paths
+    and records."""
     if dry_run:
+        study = Study(suite, in_process=in_process, echo=echo)
         study.run(dry_run=True)
         return {"commands": study.commands}
-    suite.output_dir.mkdir(parents=True, exist_ok=True)
-    with _lock(suite.output_dir):
-        records = study.run()
-        stages_path = suite.output_dir / STAGES_FILE
-        stages = json.loads(stages_path.read_text()) if stages_path.is_file() else {}
-        pre_stage = next((s for s in suite.stages if s.name == "pretrain" and s.resume), None)
-        curve, info = pretraining_curve(pre_stage.resume) if pre_stage else ([], {})
-        out = suite.output_dir
-        write_results_json(out / "results.json", records)
-        write_results_md(out / "RESULTS.md", suite, records, stages, study.commands, info or None)
-        write_plot(out / "results.png", suite, records, curve, info.get("unigram_baseline"))
+    if report_only:
+        if not suite.output_dir.is_dir():
+            raise SuiteError(f"{suite.output_dir}: no study here yet (nothing to report)")
+        study = Study(suite, echo=lambda *_: None)
+        records = study.run(dry_run=True)
+        info = _write_reports(suite, study, records, partial=True)
+    else:
+        study = Study(suite, in_process=in_process, echo=echo)
+        suite.output_dir.mkdir(parents=True, exist_ok=True)
+        with _lock(suite.output_dir):
+            records = study.run()
+            info = _write_reports(suite, study, records, partial=False)
+    out = suite.output_dir
     echo(f"results: {out / 'results.json'}, {out / 'RESULTS.md'}, {out / 'results.png'}")
     return {"records": records, "output_dir": str(out), "pretraining": info}
+
+
+def _write_reports(suite: Suite, study: Study, records: list[dict], partial: bool) -> dict:
+    out = suite.output_dir
+    stages_path = out / STAGES_FILE
+    stages = json.loads(stages_path.read_text()) if stages_path.is_file() else {}
+    pre_stage = next((s for s in suite.stages if s.name == "pretrain" and s.resume), None)
+    curve, info = pretraining_curve(pre_stage.resume) if pre_stage else ([], {})
+    write_results_json(out / "results.json", records)
+    write_results_md(
+        out / "RESULTS.md", suite, records, stages, study.commands, info or None, partial=partial
+    )
+    write_plot(out / "results.png", suite, records, curve, info.get("unigram_baseline"))
+    return info
 
 
 class _lock:
