@@ -58,7 +58,7 @@ from .checkpointing import (
     read_trainer_state,
 )
 from .cli import UsageError
-from .device import cpu_mixed_precision, set_cpu_threads
+from .device import cpu_mixed_precision, release_free_memory, set_cpu_threads
 from .meters import (
     Meter,
     RunLog,
@@ -491,6 +491,8 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
                 values = {"phase": phase.index, **meter.summary(accelerator), "learning_rate": lr,
                           "grad_norm": float(grad_norm), **speed.summary(), "elapsed_seconds": seconds}  # fmt: skip
                 log.record(step, values)
+                if accelerator.device.type == "cpu":
+                    release_free_memory()
                 progress.set_postfix(
                     {k: f"{values[k]:.3g}" for k in ("loss", "mlm_accuracy", "mfu")}
                 )
