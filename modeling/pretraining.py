@@ -58,7 +58,7 @@ from .checkpointing import (
     read_trainer_state,
 )
 from .cli import UsageError
-from .device import cpu_mixed_precision, release_free_memory, set_cpu_threads
+from .device import FreeMemoryReleaser, cpu_mixed_precision, set_cpu_threads
 from .meters import (
     Meter,
     RunLog,
@@ -450,6 +450,7 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
     progress = tqdm(total=args.max_steps, initial=step, desc="pretrain", unit="step",
                     disable=args.disable_tqdm or not accelerator.is_local_main_process)  # fmt: skip
     meter, speed = Meter(accelerator.device), Throughput(config, peak, accelerator)
+    heap = FreeMemoryReleaser(enabled=accelerator.device.type == "cpu")
     grad_norm = torch.zeros((), device=accelerator.device)
     stop_reason = "max_steps" if step >= args.max_steps else None
     t_loop = time.perf_counter()
@@ -483,6 +484,7 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
                 continue
             lr = scheduler.get_last_lr()[0]
             scheduler.step()
+            heap.step()
             step += 1
             progress.update(1)
             last = step == args.max_steps
@@ -491,8 +493,6 @@ def pretrain(args: PretrainingArguments) -> dict[str, Any]:
                 values = {"phase": phase.index, **meter.summary(accelerator), "learning_rate": lr,
                           "grad_norm": float(grad_norm), **speed.summary(), "elapsed_seconds": seconds}  # fmt: skip
                 log.record(step, values)
-                if accelerator.device.type == "cpu":
-                    release_free_memory()
                 progress.set_postfix(
                     {k: f"{values[k]:.3g}" for k in ("loss", "mlm_accuracy", "mfu")}
                 )

@@ -184,3 +184,22 @@ def test_release_free_memory_returns_freed_heap_pages():
     after = _rss_mb()
     assert before - after > 100, (before, after)
     assert top.sum().item() == 16 * 1024
+
+
+def test_free_memory_releaser_trims_at_most_every_interval(monkeypatch):
+    from modeling import device
+
+    if device._glibc() is None:
+        pytest.skip("no glibc allocator here")
+    calls = []
+    monkeypatch.setattr(device, "release_free_memory", lambda: calls.append(1) or True)
+    times = iter([0.0, 3.0, 9.9, 10.0, 12.0, 25.0, 26.0])
+    heap = device.FreeMemoryReleaser(enabled=True, interval=10.0, clock=lambda: next(times))
+    for _ in range(3):  # t = 3, 9.9 (nothing), 10 (trim, then t=12 is the new start)
+        heap.step()
+    assert len(calls) == 1
+    heap.step()  # t = 25: 13 s since the last trim
+    assert len(calls) == 2
+    off = device.FreeMemoryReleaser(enabled=False, interval=0.0)
+    off.step()
+    assert len(calls) == 2
