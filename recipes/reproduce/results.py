@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -105,10 +106,19 @@ def _fmt(x: float | None, digits: int = 1) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def relative_to_cwd(text: str) -> str:
+    """``text`` with the working directory's prefix removed from paths inside it, so tables and
+    records do not carry one machine's folders."""
+    return text.replace(os.getcwd().rstrip("/") + "/", "")
+
+
 def write_results_json(path: str | Path, records: list[dict]) -> None:
     from modeling import atomic
 
-    atomic.write_json(Path(path), records)
+    shown = [
+        {k: relative_to_cwd(v) if isinstance(v, str) else v for k, v in r.items()} for r in records
+    ]
+    atomic.write_json(Path(path), shown)
 
 
 def write_results_md(

@@ -35,6 +35,7 @@ from .results import (
     MetricNotFound,
     read_metric,
     read_train_runtime,
+    relative_to_cwd,
     write_plot,
     write_results_json,
     write_results_md,
@@ -144,9 +145,8 @@ def cell_command(cell: Cell) -> list[str]:
 def printable(cmd: list[str]) -> str:
     """The command as a user types it: ``python`` before a script, paths inside the working
     directory relative to it (so tables do not carry one machine's folders)."""
-    here = os.getcwd().rstrip("/") + "/"
     shown = ["python", *cmd] if cmd and cmd[0].endswith(".py") else cmd
-    return " ".join(shlex.quote(a.replace(here, "")) for a in shown)
+    return " ".join(shlex.quote(relative_to_cwd(a)) for a in shown)
 
 
 def execute(cmd: list[str], log_path: Path, in_process: bool) -> float:
