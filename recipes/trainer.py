@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import transformers
 from torch.utils.data import SequentialSampler
+from transformers.trainer_utils import has_length
 
 
 class Trainer(transformers.Trainer):
     def _get_eval_sampler(self, eval_dataset):
-        if eval_dataset is None or not hasattr(eval_dataset, "__len__"):
+        if eval_dataset is None or not has_length(eval_dataset):
             return None
         return SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None

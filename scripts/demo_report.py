@@ -151,18 +151,17 @@ def knowledge_probe(model_dir: Path, world_dir: Path) -> tuple[int, int]:
             }
         return sorted(words & set(truth))
 
+    train, dev = names("train"), names("dev")
+    if not train or not dev:
+        return 0, 0
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     table = BertModel.from_pretrained(model_dir).get_input_embeddings().weight.detach()
-    vocab = tokenizer.get_vocab()
 
     def vectors(group: list[str]) -> torch.Tensor:
         # a name split into several pieces is the mean of its pieces
         rows = [table[tokenizer(n, add_special_tokens=False)["input_ids"]].mean(0) for n in group]
         return torch.nn.functional.normalize(torch.stack(rows), dim=-1)
 
-    train, dev = names("train"), names("dev")
-    if not train or not dev or not vocab:
-        return 0, 0
     sims = vectors(dev) @ vectors(train).T
     kind = torch.tensor([truth[n] for n in train])
     to_danger, to_harmless = sims[:, kind].mean(1), sims[:, ~kind].mean(1)
