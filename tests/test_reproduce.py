@@ -217,7 +217,7 @@ def test_miniature_resumes_without_rerunning(mini_study):
 
 def test_report_only_writes_the_finished_runs_and_runs_nothing(mini_study, tmp_path):
     """``--report`` beside a study that has not finished: the tables of the runs done so far,
-    marked partial, and no script runs."""
+    marked partial, and no script runs; on a finished study: not marked partial."""
     suite, _, result, _ = mini_study
     copy = tmp_path / "study"
     shutil.copytree(suite.output_dir, copy)
@@ -238,6 +238,16 @@ def test_report_only_writes_the_finished_runs_and_runs_nothing(mini_study, tmp_p
     assert "Partial results" in (copy / "RESULTS.md").read_text()
     assert not (copy / last.relative_to(suite.output_dir)).exists()
     assert "Partial results" not in (suite.output_dir / "RESULTS.md").read_text()
+    # every run done: the report of a finished study is not marked partial
+    finished = tmp_path / "finished"
+    shutil.copytree(suite.output_dir, finished)
+    (finished / "RESULTS.md").unlink()
+    os.chdir(ROOT)
+    try:
+        run_suite(load_suite(suite.path, {}, finished), echo=echoed.append, report_only=True)
+    finally:
+        os.chdir(cwd)
+    assert "Partial results" not in (finished / "RESULTS.md").read_text()
     with pytest.raises(SuiteError, match="nothing to report"):
         run_suite(load_suite(suite.path, {}, tmp_path / "none"), report_only=True)
 

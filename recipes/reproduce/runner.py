@@ -223,6 +223,7 @@ class Study:
         self.echo = echo
         self.out = suite.output_dir
         self.commands: list[str] = []
+        self.pending = 0  # steps a dry run found not done yet
 
     # paths
     def init_path(self, init: Init) -> str:
@@ -262,6 +263,7 @@ class Study:
         cmd = stage_command(stage, check=not dry_run and not done)
         self.commands.append(printable(cmd))
         if dry_run:
+            self.pending += not done
             self.echo(f"[stage {stage.name}] {'done' if done else 'to run'}: {printable(cmd)}")
             return
         if done:
@@ -305,6 +307,7 @@ class Study:
         cmd = cell_command(cell)
         self.commands.append(printable(cmd))
         if dry_run:
+            self.pending += record is None
             self.echo(f"[{cell.key}] {'done' if record else 'to run'}: {printable(cmd)}")
             return record
         if record is not None:
@@ -356,6 +359,7 @@ class Study:
                 lr = self.choose_lr(task, init)
                 rest = [s for s in task.seeds if s not in self.suite.grid_seed_list(task)]
                 if lr is None:  # dry run before the grid has run
+                    self.pending += len(rest)
                     if rest:
                         self.echo(
                             f"[{task.name}/{init.name}] then seeds {rest} at the grid's best "
@@ -450,8 +454,8 @@ def run_suite(
 ) -> dict:
     """Run (or, with ``dry_run``, print) the whole study; write results.json, RESULTS.md and
     results.png into the suite's output folder. ``report_only``: run nothing, write the three
-    files from the runs finished so far (safe beside a study that is running). Returns paths
-    and records."""
+    files from the runs finished so far (safe beside a study that is running), marked partial
+    while any stage or run is still to do. Returns paths and records."""
     if dry_run:
         study = Study(suite, in_process=in_process, echo=echo)
         study.run(dry_run=True)
@@ -461,7 +465,7 @@ def run_suite(
             raise SuiteError(f"{suite.output_dir}: no study here yet (nothing to report)")
         study = Study(suite, echo=lambda *_: None)
         records = study.run(dry_run=True)
-        info = _write_reports(suite, study, records, partial=True)
+        info = _write_reports(suite, study, records, partial=study.pending > 0)
     else:
         study = Study(suite, in_process=in_process, echo=echo)
         suite.output_dir.mkdir(parents=True, exist_ok=True)
