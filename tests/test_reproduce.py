@@ -215,7 +215,7 @@ def test_miniature_resumes_without_rerunning(mini_study):
     assert not (victim / "junk.bin").exists()
 
 
-def test_report_only_writes_the_finished_runs_and_runs_nothing(mini_study, tmp_path):
+def test_report_only_writes_the_finished_runs_and_runs_nothing(mini_study, tmp_path, monkeypatch):
     """``--report`` beside a study that has not finished: the tables of the runs done so far,
     marked partial, and no script runs; on a finished study: not marked partial."""
     suite, _, result, _ = mini_study
@@ -226,12 +226,8 @@ def test_report_only_writes_the_finished_runs_and_runs_nothing(mini_study, tmp_p
     last = Path(result["records"][-1]["output_dir"])
     shutil.rmtree(copy / last.relative_to(suite.output_dir))  # one run not done yet
     echoed: list[str] = []
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        out = run_suite(partial, echo=echoed.append, report_only=True)
-    finally:
-        os.chdir(cwd)
+    monkeypatch.chdir(ROOT)  # suite commands name scripts relative to the repository root
+    out = run_suite(partial, echo=echoed.append, report_only=True)
     assert echoed == [e for e in echoed if e.startswith("results:")]  # nothing ran
     assert len(out["records"]) == len(result["records"]) - 1
     assert len(json.loads((copy / "results.json").read_text())) == len(out["records"])
@@ -242,11 +238,7 @@ def test_report_only_writes_the_finished_runs_and_runs_nothing(mini_study, tmp_p
     finished = tmp_path / "finished"
     shutil.copytree(suite.output_dir, finished)
     (finished / "RESULTS.md").unlink()
-    os.chdir(ROOT)
-    try:
-        run_suite(load_suite(suite.path, {}, finished), echo=echoed.append, report_only=True)
-    finally:
-        os.chdir(cwd)
+    run_suite(load_suite(suite.path, {}, finished), echo=echoed.append, report_only=True)
     assert "Partial results" not in (finished / "RESULTS.md").read_text()
     with pytest.raises(SuiteError, match="nothing to report"):
         run_suite(load_suite(suite.path, {}, tmp_path / "none"), report_only=True)
