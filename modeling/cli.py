@@ -3,15 +3,19 @@
 ``parse_args(MyArgs)`` builds an argparse parser from dataclasses (one flag per field, help from
 the field's ``metadata["help"]``). ``--config recipe.yaml`` supplies values for any field; flags
 given on the command line win. An unknown YAML key or a value of the wrong type is an error that
-names the file and the key. ``main_guard`` turns expected errors into one line and exit code 2.
+names the file and the key. ``main_guard`` turns expected errors into one line and exit code 2,
+and ends a multi-process run without the interpreter teardown that can abort it (see
+:func:`exit_distributed_run`).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import sys
 import time
@@ -190,8 +194,33 @@ def report_error(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def exit_distributed_run() -> None:
+    """End a process of a finished multi-process run: leave the process group, run the ``atexit``
+    handlers (wandb's finish among them), flush, and exit with status 0 without the
+    interpreter's teardown. No-op when no process group was started.
+
+    Why: a gloo worker thread drops a finished collective's tensors just after the collective
+    returns, and that needs the GIL. When the main thread reaches interpreter finalization first
+    (a script ends right after its last barrier), the worker thread is killed while unwinding
+    C++ and the process aborts ("terminate called without an active exception", SIGABRT) after
+    every file has been written. ``destroy_process_group`` alone does not prevent it while the
+    DDP wrapper or the Accelerator (freed only by the final garbage collection) still holds
+    the group. ``tests/test_cli.py`` reproduces it."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    dist.destroy_process_group()
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
+
+
 def main_guard(main: Callable[[], Any]) -> None:
-    """Run ``main``; print expected errors as one line on stderr and exit with status 2."""
+    """Run ``main``; print expected errors as one line on stderr and exit with status 2. A
+    finished multi-process run exits through :func:`exit_distributed_run`."""
     try:
         main()
     except (UsageError, FileNotFoundError, NotADirectoryError) as err:
@@ -199,3 +228,4 @@ def main_guard(main: Callable[[], Any]) -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    exit_distributed_run()

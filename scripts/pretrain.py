@@ -33,10 +33,6 @@ def main(argv=None) -> None:
         results = pretrain(args)
     except (PretrainingDataError, CorpusError) as err:
         raise UsageError(str(err)) from None
-    import torch.distributed as dist
-
-    if dist.is_initialized():  # leave the group before exit: gloo may abort in atexit teardown
-        dist.destroy_process_group()
     if os.environ.get("RANK", "0") == "0":
         print(json.dumps({k: v for k, v in results.items() if k != "param_fingerprints"}, indent=1))
 
