@@ -90,8 +90,8 @@ main_guard(main)
 def test_finished_distributed_run_skips_interpreter_teardown(tmp_path):
     """A gloo worker that frees a collective's tensor while the interpreter finalizes aborts
     the process (SIGABRT) after all its work is done: measured in about 1 run in 40 of the
-    2-process pretraining test, and in 3 of 4 runs of this script with a plain exit (which
-    always reaches the teardown marker). main_guard skips the teardown and keeps atexit."""
+    2-process pretraining test. With a plain exit this script always reaches the teardown
+    marker and aborts in some runs (2 of 10 here). main_guard skips the teardown, keeps atexit."""
     import os
     from pathlib import Path
 
