@@ -1,11 +1,14 @@
 """YAML recipes overridden by flags, and one-line errors for bad configuration."""
 
+import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+from ports import free_port
 
 from modeling.cli import UsageError, parse_args
 
@@ -92,16 +95,13 @@ def test_finished_distributed_run_skips_interpreter_teardown(tmp_path):
     the process (SIGABRT) after all its work is done: measured in about 1 run in 40 of the
     2-process pretraining test. With a plain exit this script always reaches the teardown
     marker and aborts in some runs (2 of 10 here). main_guard skips the teardown, keeps atexit."""
-    import os
-    from pathlib import Path
-
     script = tmp_path / "two_ranks.py"
     script.write_text(DISTRIBUTED_SCRIPT)
     repo = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS="1")
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", str(_free_port()), str(script), str(tmp_path)],
+         "--master_port", str(free_port()), str(script), str(tmp_path)],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -109,11 +109,3 @@ def test_finished_distributed_run_skips_interpreter_teardown(tmp_path):
     assert sorted(re.findall(r"rank (\d) sum 3", proc.stdout)) == ["0", "1"]
     assert (tmp_path / "atexit-0").exists() and (tmp_path / "atexit-1").exists()
     assert not list(tmp_path.glob("teardown-*"))
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

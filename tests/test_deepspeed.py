@@ -11,13 +11,13 @@ DeepSpeed compiles its ops on first use (the CPU comm op, ~1 min; DeepSpeedCPUAd
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from ports import free_port
 from tiny_pretrain import TINY_MODEL_RUN
 
 from modeling.cli import UsageError
@@ -126,17 +126,11 @@ def ds_data(tmp_path_factory):
     return recipe
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _launch(config, recipe, out, *flags, launcher_flags=(), timeout=600):
     env = dict(os.environ, HF_HUB_OFFLINE="1", DS_ACCELERATOR="cpu")
     env.pop("OMP_NUM_THREADS", None)
     cmd = [str(Path(PY).with_name("accelerate")), "launch", "--config_file", str(config),
-           "--num_processes", "2", "--main_process_port", str(_free_port()), *launcher_flags,
+           "--num_processes", "2", "--main_process_port", str(free_port()), *launcher_flags,
            "scripts/pretrain.py", "--config", str(recipe), "--output_dir", str(out), *flags]  # fmt: skip
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 

@@ -5,13 +5,13 @@ evaluation of the saved model, the schedule ends at 0 after the last step (with 
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from ports import free_port
 from test_runner import glue_argv, make_tiny_model, run_glue, write_rte
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,12 +47,6 @@ if _root and _log:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def launch(tmp_path: Path, argv: list[str], log: Path) -> subprocess.CompletedProcess:
     hooks = tmp_path / "hooks"
     hooks.mkdir(exist_ok=True)
@@ -74,7 +68,7 @@ def launch(tmp_path: Path, argv: list[str], log: Path) -> subprocess.CompletedPr
         "--config_file",
         str(REPO / "accelerate_configs/cpu.yaml"),
     ]
-    command += ["--main_process_port", str(_free_port()), str(REPO / "scripts/run_glue.py"), *argv]
+    command += ["--main_process_port", str(free_port()), str(REPO / "scripts/run_glue.py"), *argv]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc

@@ -5,12 +5,12 @@ one-line errors for bad configurations. Data: a small corpus shipped in recipes/
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ports import free_port
 from tiny_pretrain import TINY_MODEL_RUN
 
 REPO = Path(__file__).resolve().parents[1]
@@ -332,12 +332,6 @@ def _run(cmd, env_extra=None, timeout=600):
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_cpu_processes_through_accelerate_launch(tiny_data, tmp_path):
     recipe = tmp_path / "recipe.yaml"
@@ -356,7 +350,7 @@ def test_two_cpu_processes_through_accelerate_launch(tiny_data, tmp_path):
     launcher = Path(PY).with_name("accelerate")
     proc = _run(
         [str(launcher), "launch", "--config_file", "accelerate_configs/cpu.yaml",
-         "--main_process_port", str(_free_port()), "scripts/pretrain.py", "--config", str(recipe)]
+         "--main_process_port", str(free_port()), "scripts/pretrain.py", "--config", str(recipe)]
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((tmp_path / "out" / "train_results.json").read_text())

@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_pretrain import CORPUS, PY, REPO, TINY, _args, _free_port, _losses, _run
+from ports import free_port
+from test_pretrain import CORPUS, PY, REPO, TINY, _args, _losses, _run
 
 from modeling.cli import UsageError
 
@@ -278,7 +279,7 @@ def test_resume_on_more_processes_is_refused_in_one_line_under_accelerate_launch
     launcher = Path(PY).with_name("accelerate")
     proc = _run(
         [str(launcher), "launch", "--config_file", "accelerate_configs/cpu.yaml",
-         "--main_process_port", str(_free_port()), "scripts/pretrain.py", "--config", str(recipe)],
+         "--main_process_port", str(free_port()), "scripts/pretrain.py", "--config", str(recipe)],
         timeout=300,
     )  # fmt: skip
     expected = (
@@ -390,7 +391,7 @@ def test_on_the_fly_data_does_not_depend_on_the_process_count(tmp_path):
     launcher = Path(PY).with_name("accelerate")
     proc = _run(
         [str(launcher), "launch", "--config_file", "accelerate_configs/cpu.yaml",
-         "--main_process_port", str(_free_port()), "scripts/pretrain.py", "--config", str(recipe)]
+         "--main_process_port", str(free_port()), "scripts/pretrain.py", "--config", str(recipe)]
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads((tmp_path / "two" / "train_results.json").read_text())["num_processes"] == 2

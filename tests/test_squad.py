@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from ports import free_port
 
 from recipes.squad import metrics as sm
 from recipes.squad.data import SquadFormatError, iter_rows, load_squad_file, split_file_spec
@@ -528,14 +529,6 @@ if _out and _log:
 """
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_cpu_processes_count_every_dev_question_once(tmp_path, tokenizer):
     """accelerate launch, 2 gloo processes: each dev question counted once, the metrics of a
@@ -569,7 +562,7 @@ def test_two_cpu_processes_count_every_dev_question_once(tmp_path, tokenizer):
     launcher = Path(sys.executable).with_name("accelerate")
     proc = subprocess.run(
         [str(launcher), "launch", "--config_file", "accelerate_configs/cpu.yaml",
-         "--main_process_port", str(_free_port()), "scripts/run_squad.py", *flags],
+         "--main_process_port", str(free_port()), "scripts/run_squad.py", *flags],
         cwd=repo, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
