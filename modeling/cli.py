@@ -15,7 +15,6 @@ import atexit
 import contextlib
 import dataclasses
 import json
-import logging
 import os
 import sys
 import time
@@ -203,15 +202,15 @@ def exit_distributed_run() -> None:
     returns, and that needs the GIL. When the main thread reaches interpreter finalization first
     (a script ends right after its last barrier), the worker thread is killed while unwinding
     C++ and the process aborts ("terminate called without an active exception", SIGABRT) after
-    every file has been written. ``destroy_process_group`` alone does not prevent it while the
-    DDP wrapper or the Accelerator (freed only by the final garbage collection) still holds
-    the group. ``tests/test_cli.py`` reproduces it."""
+    every file has been written. ``destroy_process_group`` alone does not prevent it: in the
+    aborted pretraining runs the group's worker threads were still alive at finalization, held
+    by objects that only the final garbage collection frees. ``tests/test_cli.py`` reproduces
+    it."""
     dist = sys.modules.get("torch.distributed")
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return
     dist.destroy_process_group()
-    atexit._run_exitfuncs()
-    logging.shutdown()
+    atexit._run_exitfuncs()  # logging's shutdown is one of them
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
